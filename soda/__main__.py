@@ -1,0 +1,3 @@
+from soda.cli import main
+
+main()

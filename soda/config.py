@@ -1,0 +1,263 @@
+"""`soda.toml` as pydantic models: one model per section, every field documented.
+
+A config is loaded from a file, validated strictly (unknown keys are errors, so a
+misspelling never silently falls back to a default) and resolved against the
+directory that holds it. Problems are reported one line each, naming the key and
+the line it sits on.
+"""
+
+from __future__ import annotations
+
+import re
+import tomllib
+from pathlib import Path
+from typing import Literal
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
+
+from soda.errors import ConfigError
+
+CONFIG_NAME = "soda.toml"
+
+Risk = Literal["none", "low", "medium", "high", "critical"]
+RISK_LEVELS: tuple[str, ...] = ("none", "low", "medium", "high", "critical")
+
+
+class Section(BaseModel):
+    model_config = ConfigDict(extra="forbid", use_attribute_docstrings=True)
+
+
+class ProjectConfig(Section):
+    spec: str = "specs/SPEC.md"
+    """Path of the spec soda works toward, relative to soda.toml."""
+    base_branch: str = "main"
+    """Branch the milestone branch starts from; soda never commits to it directly."""
+    test_command: str = "python -m pytest -q"
+    """Shell command that runs the project's tests; its result gates every merge."""
+    state_dir: str = "state"
+    """Directory for soda's database, worktrees, inbox and logs, relative to soda.toml."""
+
+
+class Price(Section):
+    input: float
+    """USD per million input tokens."""
+    output: float
+    """USD per million output tokens."""
+    cache_write: float = 0.0
+    """USD per million tokens written to the prompt cache."""
+    cache_read: float = 0.0
+    """USD per million tokens read from the prompt cache."""
+
+
+def _default_prices() -> dict[str, Price]:
+    return {
+        "claude-sonnet-4-6": Price(input=3.0, output=15.0, cache_write=3.75, cache_read=0.30),
+        "claude-haiku-4-5": Price(input=1.0, output=5.0, cache_write=1.25, cache_read=0.10),
+        "claude-opus-4-7": Price(input=5.0, output=25.0, cache_write=6.25, cache_read=0.50),
+    }
+
+
+class ModelConfig(Section):
+    provider: Literal["anthropic", "openai", "scripted"] = "anthropic"
+    """Which model provider answers: the Anthropic API, an OpenAI-compatible
+    endpoint (Ollama, vLLM, llama.cpp server), or a scripted replay for tests and
+    the offline demo."""
+    strong: str = "claude-sonnet-4-6"
+    """Model id for the strong tier (planning, execution)."""
+    fast: str = "claude-haiku-4-5"
+    """Model id for the fast tier (verification and other cheap checks)."""
+    base_url: str | None = None
+    """Override the provider's API address (for Anthropic ANTHROPIC_BASE_URL also works)."""
+    api_key_env: str = "ANTHROPIC_API_KEY"
+    """Name of the environment variable holding the API key."""
+    script: str | None = None
+    """For provider = "scripted": the JSON script of responses to replay."""
+    connect_timeout: float = Field(10.0, gt=0)
+    """Seconds to wait for a connection to the provider."""
+    read_timeout: float = Field(120.0, gt=0)
+    """Seconds to wait for a response once connected."""
+    max_retries: int = Field(4, ge=0)
+    """Retries of one request after a transient failure (timeout, 429, 5xx)."""
+    max_retry_wait: float = Field(120.0, ge=0)
+    """Total seconds one request may spend waiting between retries."""
+    max_tokens: int = Field(8192, gt=0)
+    """Output token limit for one model response."""
+    max_turns: int = Field(40, gt=0)
+    """Tool-loop turns an agent may take before it must have answered."""
+    prices: dict[str, Price] = Field(default_factory=_default_prices)
+    """Price per model id, in USD per million tokens; unknown models cost 0."""
+
+
+class LoopConfig(Section):
+    max_iterations: int = Field(20, gt=0)
+    """Iterations in one run before soda stops as STUCK."""
+    loop_window: int = Field(5, gt=0)
+    """How many recent iterations loop detection looks at."""
+    loop_threshold: int = Field(3, ge=2)
+    """Iterations with the same intent and outcome in the window that count as a loop."""
+    orient_pattern: Literal["split", "single"] = "split"
+    """ORIENT as three fresh agents (split) or one agent walked through three steps (single)."""
+
+
+class BudgetConfig(Section):
+    max_cost_usd: float = Field(10.0, ge=0)
+    """Spend limit for one run, in USD; reaching it stops the run as STUCK."""
+    max_tokens_per_iteration: int = Field(2_000_000, gt=0)
+    """Token limit (input + output) for one iteration."""
+
+
+class ActConfig(Section):
+    on_done: Literal["leave", "merge"] = "leave"
+    """At DONE: leave the milestone branch for a person to review, or merge it into
+    the base branch."""
+    command_timeout: float = Field(600.0, gt=0)
+    """Seconds any command run by soda or its executor may take (tests included)."""
+    max_parallel_tasks: int = Field(1, ge=1)
+    """Tasks of one plan batch that may run at the same time."""
+    output_limit: int = Field(20_000, gt=0)
+    """Characters of command output kept (head and tail) when shown to an agent."""
+
+
+class ApprovalConfig(Section):
+    risk_threshold: Risk = "high"
+    """Plans with a task at or above this risk wait for `soda approve`."""
+    timeout: float = Field(3600.0, gt=0)
+    """Seconds a plan waits for approval before it is rejected."""
+
+
+class DaemonConfig(Section):
+    tick_seconds: float = Field(5.0, gt=0)
+    """How often the daemon checks for work when nothing wakes it sooner."""
+    windows: list[str] = Field(default_factory=list)
+    """Cron expressions (5 fields) for when the daemon may work, e.g. "* 22-23,0-6 * * *".
+    Empty means always."""
+    notify_command: str | None = None
+    """Shell command run on DONE, STUCK and HALT, with SODA_EVENT, SODA_ITERATION and
+    SODA_REASON in its environment."""
+
+
+class Config(Section):
+    project: ProjectConfig = Field(default_factory=ProjectConfig)
+    """Where the spec, tests and state are."""
+    model: ModelConfig = Field(default_factory=ModelConfig)
+    """Which model answers and how patiently."""
+    loop: LoopConfig = Field(default_factory=LoopConfig)
+    """Iteration limits and loop detection."""
+    budget: BudgetConfig = Field(default_factory=BudgetConfig)
+    """Cost and token limits."""
+    act: ActConfig = Field(default_factory=ActConfig)
+    """How work is executed and merged."""
+    approval: ApprovalConfig = Field(default_factory=ApprovalConfig)
+    """When a person must approve a plan."""
+    daemon: DaemonConfig = Field(default_factory=DaemonConfig)
+    """The background process."""
+
+    # Set by load(); not part of the file.
+    root: Path = Field(default=Path("."), exclude=True)
+    """Directory holding soda.toml; relative paths resolve against it."""
+
+    @property
+    def spec_path(self) -> Path:
+        return self.root / self.project.spec
+
+    @property
+    def state_dir(self) -> Path:
+        return self.root / self.project.state_dir
+
+    @property
+    def db_path(self) -> Path:
+        return self.state_dir / "soda.db"
+
+    @property
+    def script_path(self) -> Path | None:
+        return self.root / self.model.script if self.model.script else None
+
+
+def find_config(start: Path) -> Path:
+    """The nearest soda.toml at or above `start`."""
+    start = start.resolve()
+    for directory in (start, *start.parents):
+        candidate = directory / CONFIG_NAME
+        if candidate.is_file():
+            return candidate
+    raise ConfigError(f"no {CONFIG_NAME} in {start} or its parents (run `soda init` first)")
+
+
+def load(path: Path) -> Config:
+    """Read and validate a soda.toml; raise ConfigError with one line per problem."""
+    try:
+        text = path.read_text(encoding="utf-8")
+    except OSError as exc:
+        raise ConfigError(f"{path}: cannot read ({exc.strerror})") from exc
+    except UnicodeDecodeError as exc:
+        raise ConfigError(f"{path}: not UTF-8 text") from exc
+    try:
+        data = tomllib.loads(text)
+    except tomllib.TOMLDecodeError as exc:
+        raise ConfigError(f"{path}: invalid TOML: {exc}") from exc
+    try:
+        config = Config.model_validate(data)
+    except ValidationError as exc:
+        raise ConfigError(
+            [_describe(path.name, text, err) for err in exc.errors(include_url=False)]
+        ) from exc
+    config.root = path.parent.resolve()
+    _check_files(config, path.name, text)
+    return config
+
+
+def _check_files(config: Config, name: str, text: str) -> None:
+    problems = []
+    if not config.spec_path.is_file():
+        line = _line_of(text, ("project", "spec"))
+        where = f"{name}:{line}" if line else name
+        problems.append(f"{where}: project.spec: file {config.project.spec} does not exist")
+    if config.model.provider == "scripted":
+        script = config.script_path
+        if script is None:
+            problems.append(f'{name}: model.script: required when model.provider = "scripted"')
+        elif not script.is_file():
+            line = _line_of(text, ("model", "script"))
+            where = f"{name}:{line}" if line else name
+            problems.append(f"{where}: model.script: file {config.model.script} does not exist")
+    if problems:
+        raise ConfigError(problems)
+
+
+def _describe(name: str, text: str, err: dict) -> str:
+    loc = tuple(str(part) for part in err["loc"])
+    key = ".".join(loc)
+    line = _line_of(text, loc)
+    where = f"{name}:{line}" if line else name
+    if err["type"] == "extra_forbidden":
+        return f"{where}: unknown key {key}"
+    if err["type"] == "missing":
+        return f"{where}: {key}: required"
+    value = err.get("input")
+    shown = f" (got {value!r})" if not isinstance(value, dict | list) else ""
+    return f"{where}: {key}: {err['msg']}{shown}"
+
+
+_HEADER = re.compile(r"^\s*\[\s*([^\[\]]+?)\s*\]\s*(#.*)?$")
+_KEY = re.compile(r'^\s*("?)([A-Za-z0-9_\-.]+)\1\s*=')
+
+
+def _line_of(text: str, loc: tuple[str, ...]) -> int | None:
+    """Best-effort line number of the key at `loc` (table headers and `key =` lines)."""
+    table: tuple[str, ...] = ()
+    best: int | None = None
+    for number, line in enumerate(text.splitlines(), start=1):
+        header = _HEADER.match(line)
+        if header:
+            table = tuple(part.strip().strip('"') for part in header.group(1).split("."))
+            if table == loc:
+                return number
+            continue
+        key = _KEY.match(line)
+        if key:
+            full = table + tuple(key.group(2).split("."))
+            if full == loc:
+                return number
+            if loc[: len(full)] == full and best is None:
+                best = number
+    return best

@@ -1,0 +1,120 @@
+"""The error tree: every failure soda expects, and what happens next for each.
+
+    SodaError
+    ├── UserError              a person must fix something; the CLI prints one line, exits 2
+    │   ├── ConfigError        soda.toml is missing, malformed or names a missing file
+    │   ├── InputError         a command argument or inbox file is malformed
+    │   ├── NotAGitRepository  soda was pointed at a directory outside git
+    │   └── CredentialsError   the provider refused the API key (401/403)
+    ├── TransientError         the world hiccupped (timeouts, 429, 5xx); retried with
+    │                          backoff inside the provider, then surfaced: the iteration
+    │                          ends, nothing is lost, the run can resume (exit 5)
+    └── StructuralError        the system itself is wrong; the loop HALTs and records why (exit 4)
+        ├── ContractViolation  an agent's answer broke its JSON Schema contract
+        ├── ModelStopped       the model refused or ran out of tokens before answering
+        ├── ScriptError        the scripted provider ran out or was asked something unplanned
+        ├── DatabaseTooNew     state/soda.db was written by a newer soda
+        └── GitError           a git operation failed in a way soda cannot route around
+
+Only `soda.cli` turns these into messages and exit codes. Everything else raises
+them, with `raise ... from exc` when translating a foreign exception, so the
+original cause survives for the log.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+
+class SodaError(Exception):
+    """Base of every error soda raises on purpose."""
+
+    exit_code = 1
+
+
+class UserError(SodaError):
+    """Something a person must fix. Printed as one line; exit code 2."""
+
+    exit_code = 2
+
+
+class ConfigError(UserError):
+    """soda.toml is missing or invalid. `problems` holds one line per issue."""
+
+    def __init__(self, problems: list[str] | str) -> None:
+        self.problems = [problems] if isinstance(problems, str) else list(problems)
+        super().__init__("\n".join(self.problems))
+
+
+class InputError(UserError):
+    """A command argument, a schema name or an inbox file is malformed."""
+
+
+class NotAGitRepository(UserError):
+    """soda needs a git repository and the directory is not inside one."""
+
+
+class CredentialsError(UserError):
+    """The model provider rejected the API key (401/403). Retrying cannot help."""
+
+
+class TransientError(SodaError):
+    """A failure that may pass by itself. Providers retry these within a budget;
+    one that escapes the provider has outlasted that budget. Exit code 5."""
+
+    exit_code = 5
+
+
+class StructuralError(SodaError):
+    """The system is wrong, not the weather: never retried, the loop HALTs.
+    Exit code 4."""
+
+    exit_code = 4
+
+
+@dataclass(frozen=True)
+class Violation:
+    """Where a document broke its contract: JSON path, the failing rule, the value."""
+
+    contract: str
+    path: str
+    rule: str
+    message: str
+    value: Any = None
+
+    def __str__(self) -> str:
+        return f"{self.contract} contract violated at {self.path} ({self.rule}): {self.message}"
+
+
+class ContractViolation(StructuralError):
+    """An agent's structured answer failed validation. Carries the raw output so
+    the halt record shows exactly what the model said."""
+
+    def __init__(self, violation: Violation, raw: Any = None, agent: str | None = None) -> None:
+        self.violation = violation
+        self.raw = raw
+        self.agent = agent
+        prefix = f"agent {agent}: " if agent else ""
+        super().__init__(prefix + str(violation))
+
+
+class ModelStopped(StructuralError):
+    """The model stopped without a usable answer (refusal, max_tokens, turn limit)."""
+
+    def __init__(self, reason: str, message: str, raw: Any = None) -> None:
+        self.reason = reason
+        self.raw = raw
+        super().__init__(message)
+
+
+class ScriptError(StructuralError):
+    """The scripted provider cannot answer: the script ran out or does not fit."""
+
+
+class DatabaseTooNew(StructuralError):
+    """The state database has migrations this version of soda does not know."""
+
+
+class GitError(StructuralError):
+    """A git operation failed unexpectedly."""

@@ -1,0 +1,5 @@
+"""soda's state in one SQLite file: connection, migrations, queries."""
+
+from soda.store.db import Database, now, open_db
+
+__all__ = ["Database", "now", "open_db"]

@@ -1,0 +1,184 @@
+"""Append-only schema migrations, in the manner of simonw/llm.
+
+Each migration is a named function, applied once and recorded in `_migrations`.
+Never edit or reorder a migration that has shipped: add a new one. A database
+that has a migration this code does not know was written by a newer soda and is
+refused rather than risk writing to a schema we do not understand.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from datetime import UTC, datetime
+
+from sqlite_utils import Database
+
+from soda.errors import DatabaseTooNew
+
+Migration = Callable[[Database], None]
+MIGRATIONS: list[Migration] = []
+
+
+def migration(fn: Migration) -> Migration:
+    MIGRATIONS.append(fn)
+    return fn
+
+
+def migrate(db: Database) -> list[str]:
+    """Apply pending migrations in order; return the names applied."""
+    db.execute(
+        "CREATE TABLE IF NOT EXISTS _migrations (name TEXT PRIMARY KEY, applied_at TEXT NOT NULL)"
+    )
+    done = {row[0] for row in db.execute("SELECT name FROM _migrations").fetchall()}
+    known = {fn.__name__ for fn in MIGRATIONS}
+    unknown = sorted(done - known)
+    if unknown:
+        raise DatabaseTooNew(
+            f"{db.conn.execute('PRAGMA database_list').fetchone()[2]} was written by a newer "
+            f"soda (unknown migrations: {', '.join(unknown)}); upgrade soda to open it"
+        )
+    applied = []
+    for fn in MIGRATIONS:
+        if fn.__name__ in done:
+            continue
+        with db.conn:
+            fn(db)
+            db.execute(
+                "INSERT INTO _migrations (name, applied_at) VALUES (?, ?)",
+                [fn.__name__, datetime.now(UTC).isoformat(timespec="milliseconds")],
+            )
+        applied.append(fn.__name__)
+    return applied
+
+
+@migration
+def m001_initial(db: Database) -> None:
+    """The first schema: runs, iterations, agent calls, Trace, inbox, learnings,
+    events and halts."""
+    db.conn.executescript(
+        """
+        CREATE TABLE runs (
+            id INTEGER PRIMARY KEY,
+            started_at TEXT NOT NULL,
+            ended_at TEXT,
+            spec_path TEXT NOT NULL,
+            milestone TEXT NOT NULL,
+            milestone_branch TEXT NOT NULL,
+            base_branch TEXT NOT NULL,
+            base_commit TEXT,
+            provider TEXT,
+            status TEXT NOT NULL DEFAULT 'running',
+            final_reason TEXT,
+            pid INTEGER
+        );
+        CREATE TABLE iterations (
+            id INTEGER PRIMARY KEY,
+            run_id INTEGER NOT NULL REFERENCES runs(id),
+            number INTEGER NOT NULL UNIQUE,
+            started_at TEXT NOT NULL,
+            ended_at TEXT,
+            phase TEXT NOT NULL DEFAULT 'sense',
+            claims_json TEXT,
+            orient_json TEXT,
+            decision TEXT,
+            decision_reason TEXT,
+            intent TEXT,
+            act_json TEXT,
+            outcome TEXT,
+            merged_commit TEXT,
+            duration_s REAL,
+            tokens_in INTEGER NOT NULL DEFAULT 0,
+            tokens_out INTEGER NOT NULL DEFAULT 0,
+            cost_usd REAL NOT NULL DEFAULT 0,
+            error TEXT
+        );
+        CREATE INDEX iterations_run ON iterations(run_id);
+        CREATE TABLE agent_calls (
+            id INTEGER PRIMARY KEY,
+            run_id INTEGER REFERENCES runs(id),
+            iteration_id INTEGER REFERENCES iterations(id),
+            agent TEXT NOT NULL,
+            provider TEXT NOT NULL,
+            model TEXT NOT NULL,
+            turn INTEGER NOT NULL,
+            started_at TEXT NOT NULL,
+            latency_ms INTEGER NOT NULL,
+            input_tokens INTEGER NOT NULL DEFAULT 0,
+            output_tokens INTEGER NOT NULL DEFAULT 0,
+            cache_creation_tokens INTEGER NOT NULL DEFAULT 0,
+            cache_read_tokens INTEGER NOT NULL DEFAULT 0,
+            cost_usd REAL NOT NULL DEFAULT 0,
+            stop_reason TEXT,
+            response_json TEXT
+        );
+        CREATE INDEX agent_calls_iteration ON agent_calls(iteration_id);
+        CREATE TABLE tasks (
+            id INTEGER PRIMARY KEY,
+            milestone TEXT NOT NULL,
+            parent_id INTEGER REFERENCES tasks(id),
+            title TEXT NOT NULL,
+            description TEXT NOT NULL DEFAULT '',
+            status TEXT NOT NULL DEFAULT 'open'
+                CHECK (status IN ('open', 'in_progress', 'blocked', 'closed')),
+            status_reason TEXT,
+            risk TEXT NOT NULL DEFAULT 'low',
+            created_at TEXT NOT NULL,
+            updated_at TEXT NOT NULL,
+            closed_at TEXT
+        );
+        CREATE INDEX tasks_milestone_status ON tasks(milestone, status);
+        CREATE TABLE task_comments (
+            id INTEGER PRIMARY KEY,
+            task_id INTEGER NOT NULL REFERENCES tasks(id),
+            author TEXT NOT NULL,
+            body TEXT NOT NULL,
+            iteration_id INTEGER REFERENCES iterations(id),
+            created_at TEXT NOT NULL
+        );
+        CREATE INDEX task_comments_task ON task_comments(task_id);
+        CREATE TABLE human_inputs (
+            id INTEGER PRIMARY KEY,
+            kind TEXT NOT NULL,
+            payload_json TEXT NOT NULL,
+            source TEXT NOT NULL,
+            source_file TEXT,
+            status TEXT NOT NULL DEFAULT 'pending'
+                CHECK (status IN ('pending', 'claimed', 'applied')),
+            received_at TEXT NOT NULL,
+            claimed_iteration INTEGER,
+            applied_iteration INTEGER,
+            applied_at TEXT,
+            response TEXT
+        );
+        CREATE INDEX human_inputs_status ON human_inputs(status);
+        CREATE TABLE learnings (
+            id INTEGER PRIMARY KEY,
+            text TEXT NOT NULL,
+            source_agent TEXT NOT NULL,
+            iteration_id INTEGER REFERENCES iterations(id),
+            active INTEGER NOT NULL DEFAULT 1,
+            created_at TEXT NOT NULL
+        );
+        CREATE TABLE events (
+            id INTEGER PRIMARY KEY,
+            ts TEXT NOT NULL,
+            run_id INTEGER,
+            iteration_id INTEGER,
+            kind TEXT NOT NULL,
+            data_json TEXT NOT NULL DEFAULT '{}'
+        );
+        CREATE INDEX events_kind ON events(kind);
+        CREATE TABLE halts (
+            id INTEGER PRIMARY KEY,
+            run_id INTEGER REFERENCES runs(id),
+            iteration_id INTEGER REFERENCES iterations(id),
+            agent TEXT,
+            error_type TEXT NOT NULL,
+            message TEXT NOT NULL,
+            violation_path TEXT,
+            violation_rule TEXT,
+            raw_output TEXT,
+            created_at TEXT NOT NULL
+        );
+        """
+    )
