@@ -1,0 +1,188 @@
+"""The command line: parse, load config, call the core, print.
+
+This is the only module that turns soda's errors into messages and exit codes
+(see `soda.errors`). Every command's help ends with an example.
+"""
+
+from __future__ import annotations
+
+import functools
+import json
+import os
+from collections.abc import Callable
+from pathlib import Path
+from typing import Annotated, Any, TypeVar
+
+import typer
+from rich.console import Console
+
+from soda import __version__
+from soda.config import Config, find_config, load
+from soda.errors import SodaError
+from soda.store import Database, open_db
+
+app = typer.Typer(
+    name="soda",
+    help="soda: an autonomous coding daemon. Sense -> Orient -> Decide -> Act until the spec is met.",
+    no_args_is_help=True,
+    add_completion=False,
+    pretty_exceptions_enable=False,
+    rich_markup_mode=None,
+)
+out = Console(highlight=False, soft_wrap=True)
+err = Console(stderr=True, highlight=False, soft_wrap=True)
+
+F = TypeVar("F", bound=Callable[..., Any])
+
+
+def handled(fn: F) -> F:
+    """Translate soda's expected errors into one line each and their exit code."""
+
+    @functools.wraps(fn)
+    def wrapper(*args: Any, **kwargs: Any) -> Any:
+        try:
+            return fn(*args, **kwargs)
+        except SodaError as exc:
+            for line in str(exc).splitlines() or [type(exc).__name__]:
+                err.print(f"soda: {line}", markup=False)
+            raise typer.Exit(exc.exit_code) from None
+
+    return wrapper  # type: ignore[return-value]
+
+
+class Project:
+    """What a command needs: the loaded config and, on demand, the database."""
+
+    def __init__(self, directory: Path) -> None:
+        self.directory = directory
+        self._config: Config | None = None
+        self._db: Database | None = None
+
+    @property
+    def config(self) -> Config:
+        if self._config is None:
+            self._config = load(find_config(self.directory))
+        return self._config
+
+    @property
+    def db(self) -> Database:
+        if self._db is None:
+            self._db = open_db(self.config.db_path)
+        return self._db
+
+
+def _project(ctx: typer.Context) -> Project:
+    return ctx.obj
+
+
+def _version(value: bool) -> None:
+    if value:
+        out.print(f"soda {__version__}")
+        raise typer.Exit()
+
+
+@app.callback()
+def _root(
+    ctx: typer.Context,
+    directory: Annotated[
+        Path,
+        typer.Option("-C", "--dir", help="Run as if soda was started in DIR.", show_default=False),
+    ] = Path("."),
+    version: Annotated[
+        bool,
+        typer.Option("--version", callback=_version, is_eager=True, help="Print the version."),
+    ] = False,
+) -> None:
+    """soda works toward a spec in a git repository, one iteration at a time.
+
+    Example: soda init && soda run --once
+    """
+    ctx.obj = Project(directory.resolve())
+
+
+@app.command()
+@handled
+def init(ctx: typer.Context) -> None:
+    """Prepare this git repository: soda.toml, specs/SPEC.md and state/.
+
+    Safe to run twice: existing files are kept, and it says so.
+
+    Example: cd my-repo && soda init
+    """
+    from soda.init import init_project
+
+    report = init_project(_project(ctx).directory)
+    for name in report.created:
+        out.print(f"created  {name}")
+    for name in report.kept:
+        out.print(f"kept     {name}")
+    if report.changed:
+        out.print(f"soda is set up in {report.root}. Write your spec, then: soda run --once")
+    else:
+        out.print("nothing to do: soda is already set up here")
+
+
+@app.command()
+@handled
+def schema(
+    name: Annotated[str, typer.Argument(help="Contract name, e.g. plan or human_input.")] = "",
+) -> None:
+    """Print a contract (JSON Schema), e.g. the shape of an inbox file.
+
+    Without NAME, list the contracts.
+
+    Example: soda schema human_input
+    """
+    from soda.contracts import CONTRACTS, load_schema
+
+    if not name:
+        for contract in sorted(CONTRACTS):
+            out.print(contract)
+        return
+    out.print(json.dumps(load_schema(name), indent=2), markup=False)
+
+
+@app.command()
+@handled
+def tasks(
+    ctx: typer.Context,
+    status: Annotated[
+        str | None,
+        typer.Option(help="Only tasks with this status: open, in_progress, blocked, closed."),
+    ] = None,
+) -> None:
+    """Show the milestone's tasks as a tree.
+
+    Example: soda tasks --status blocked
+    """
+    from soda.milestone import milestone_name
+    from soda.trace import SqliteTracker, render_tree
+
+    project = _project(ctx)
+    tracker = SqliteTracker(project.db, milestone_name(project.config))
+    items = tracker.list(status)
+    if not items:
+        out.print("no tasks yet (soda creates them when it runs)")
+        return
+    out.print(render_tree(items), markup=False)
+
+
+@app.command()
+@handled
+def history(
+    ctx: typer.Context,
+    limit: Annotated[int, typer.Option(help="Show at most this many iterations.")] = 50,
+) -> None:
+    """One row per iteration: intent, decision, outcome, merge, time, tokens.
+
+    Example: soda history --limit 10
+    """
+    from soda.report import history_table
+
+    out.print(history_table(_project(ctx).db, limit))
+
+
+def main() -> None:
+    # Rich wraps to the terminal; keep output stable when piped.
+    os.environ.setdefault("COLUMNS", "120")
+    app()

@@ -1,0 +1,72 @@
+"""Shared fixtures: every test gets its own repository and state, and no test can
+reach a real model API (the only fake in this suite is the model)."""
+
+from __future__ import annotations
+
+import ipaddress
+import os
+import socket
+import subprocess
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+# Commits made by tests (and by soda under test) need an identity even on a
+# machine with no git config, and must not read the developer's own config.
+os.environ.update(
+    {
+        "GIT_AUTHOR_NAME": "soda-test",
+        "GIT_AUTHOR_EMAIL": "soda-test@example.invalid",
+        "GIT_COMMITTER_NAME": "soda-test",
+        "GIT_COMMITTER_EMAIL": "soda-test@example.invalid",
+        "GIT_CONFIG_GLOBAL": os.devnull,
+        "GIT_CONFIG_NOSYSTEM": "1",
+    }
+)
+
+_real_connect = socket.socket.connect
+
+
+class RealNetworkCall(AssertionError):
+    """A test tried to reach a host other than this machine."""
+
+
+def _guarded_connect(self: socket.socket, address: object) -> None:
+    if self.family in (socket.AF_INET, socket.AF_INET6):
+        host = address[0] if isinstance(address, tuple) else str(address)
+        try:
+            loopback = ipaddress.ip_address(host).is_loopback
+        except ValueError:
+            loopback = host == "localhost"
+        if not loopback:
+            raise RealNetworkCall(f"test tried to connect to {address!r}: no real network in tests")
+    return _real_connect(self, address)
+
+
+@pytest.fixture(autouse=True)
+def _no_real_network(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Any connection off loopback fails loudly; real API keys are removed."""
+    monkeypatch.setattr(socket.socket, "connect", _guarded_connect)
+    for name in list(os.environ):
+        if name.startswith(("ANTHROPIC_", "OPENAI_")):
+            monkeypatch.delenv(name)
+
+
+def git(cwd: Path, *args: str) -> str:
+    """Run git in `cwd` and return its stdout (tests' own git helper)."""
+    return subprocess.run(
+        ["git", *args], cwd=cwd, check=True, capture_output=True, text=True
+    ).stdout.strip()
+
+
+@pytest.fixture
+def repo(tmp_path: Path) -> Iterator[Path]:
+    """A fresh git repository on branch main with one commit."""
+    path = tmp_path / "repo"
+    path.mkdir()
+    git(path, "init", "-q", "-b", "main")
+    (path / "README.md").write_text("# sample\n")
+    git(path, "add", "README.md")
+    git(path, "commit", "-q", "-m", "initial")
+    yield path
