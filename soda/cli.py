@@ -182,6 +182,80 @@ def history(
     out.print(history_table(_project(ctx).db, limit))
 
 
+@app.command()
+@handled
+def run(
+    ctx: typer.Context,
+    once: Annotated[bool, typer.Option("--once", help="Stop after one iteration.")] = False,
+    max_iterations: Annotated[
+        int | None, typer.Option(help="Override [loop] max_iterations for this run.", min=1)
+    ] = None,
+) -> None:
+    """Run the loop in the foreground until DONE, STUCK or HALT.
+
+    Exit codes: 0 DONE (or one CONTINUE with --once), 2 bad config or input,
+    3 STUCK, 4 HALT, 5 a transient failure outlasted the retry budget.
+
+    Example: soda run --once
+    """
+    from soda.loop import run_loop
+    from soda.session import Session
+
+    project = _project(ctx)
+    session = Session.open(project.config)
+    if max_iterations is not None:
+        session.extra["max_iterations"] = max_iterations
+    result = run_loop(session, _say, once=once)
+    out.print(f"{result.ending.name}: {result.reason}", markup=False)
+    raise typer.Exit(result.ending.exit_code)
+
+
+@app.command()
+@handled
+def demo(
+    directory: Annotated[
+        Path | None,
+        typer.Option("--dir", help="Create the demo project here (new or empty directory)."),
+    ] = None,
+) -> None:
+    """Run the whole loop offline on a generated sample project (scripted model).
+
+    Example: soda demo --dir /tmp/soda-demo
+    """
+    from soda.demo import run_demo
+    from soda.report import history_table
+
+    target, result = run_demo(directory, _say)
+    db = open_db(target.resolve() / "state" / "soda.db")
+    out.print(history_table(db))
+    out.print(f"{result.ending.name}: {result.reason}", markup=False)
+    out.print(
+        f"Look around:\n  cd {target}\n  soda history\n  soda show 1\n  soda tasks\n"
+        f"  git log --graph --oneline soda/spec\n  sqlite3 {target / 'state' / 'soda.db'}",
+        markup=False,
+    )
+    raise typer.Exit(result.ending.exit_code)
+
+
+@app.command()
+@handled
+def show(
+    ctx: typer.Context,
+    number: Annotated[int, typer.Argument(help="Iteration number (see soda history).")],
+) -> None:
+    """Everything about one iteration: claims, orientation, decision, act, agent calls.
+
+    Example: soda show 1
+    """
+    from soda.report import show_iteration
+
+    out.print(show_iteration(_project(ctx).db, number), markup=False)
+
+
+def _say(line: str) -> None:
+    out.print(line, markup=False)
+
+
 def main() -> None:
     # Rich wraps to the terminal; keep output stable when piped.
     os.environ.setdefault("COLUMNS", "120")

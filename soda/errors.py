@@ -6,6 +6,7 @@
     │   ├── InputError         a command argument or inbox file is malformed
     │   ├── NotAGitRepository  soda was pointed at a directory outside git
     │   └── CredentialsError   the provider refused the API key (401/403)
+    ├── BudgetExhausted        a [budget] limit was passed: the run stops as STUCK (exit 3)
     ├── TransientError         the world hiccupped (timeouts, 429, 5xx); retried with
     │                          backoff inside the provider, then surfaced: the iteration
     │                          ends, nothing is lost, the run can resume (exit 5)
@@ -57,6 +58,13 @@ class NotAGitRepository(UserError):
 
 class CredentialsError(UserError):
     """The model provider rejected the API key (401/403). Retrying cannot help."""
+
+
+class BudgetExhausted(SodaError):
+    """A limit a person set in [budget] was passed. Not a failure of the system:
+    the loop stops as STUCK with this message as the reason. Exit code 3."""
+
+    exit_code = 3
 
 
 class TransientError(SodaError):

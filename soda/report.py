@@ -2,8 +2,12 @@
 
 from __future__ import annotations
 
+import json
+
 from rich.table import Table
 from sqlite_utils import Database
+
+from soda.errors import InputError
 
 
 def history_table(db: Database, limit: int = 50) -> Table:
@@ -36,3 +40,123 @@ def history_table(db: Database, limit: int = 50) -> Table:
 def _clip(text: str, width: int) -> str:
     text = " ".join(text.split())
     return text if len(text) <= width else text[: width - 1] + "…"
+
+
+def show_iteration(db: Database, number: int) -> str:
+    """A plain-text account of iteration `number`."""
+    row = db.execute("SELECT * FROM iterations WHERE number = ?", [number]).fetchone()
+    if row is None:
+        raise InputError(f"no iteration {number} (see `soda history`)")
+    it = dict(zip([c[0] for c in db.execute("SELECT * FROM iterations LIMIT 0").description], row, strict=True))
+    lines = [
+        f"iteration {number} (run {it['run_id']}), started {it['started_at']}, "
+        f"{'ended ' + it['ended_at'] if it['ended_at'] else 'unfinished, last phase ' + it['phase']}",
+        f"decision: {it['decision'] or '-'}: {it['decision_reason'] or ''}",
+        f"outcome: {it['outcome'] or '-'}" + (f", merged {it['merged_commit']}" if it["merged_commit"] else ""),
+    ]
+    if it["error"]:
+        lines.append(f"error: {it['error']}")
+    lines += _claims_summary(it["claims_json"])
+    lines += _orient_summary(it["orient_json"])
+    lines += _act_summary(it["act_json"])
+    lines += _human_summary(db, number)
+    lines += _halt_summary(db, it["id"])
+    lines += _calls_summary(db, it["id"])
+    return "\n".join(lines)
+
+
+def _claims_summary(raw: str | None) -> list[str]:
+    if not raw:
+        return []
+    claims = json.loads(raw)
+    code, work, human = claims["code"], claims["work"], claims["human"]
+    return [
+        "",
+        "SENSE",
+        f"  milestone {code['branch']} at {code['head'][:10]}, {code['commits_total']} commits since base",
+        f"  tasks: {len(work['open'])} open, {len(work['in_progress'])} in progress, "
+        f"{len(work['blocked'])} blocked, {len(work['recently_closed'])} recently closed",
+        f"  human inputs pending: {len(human['pending'])}",
+    ]
+
+
+def _orient_summary(raw: str | None) -> list[str]:
+    if not raw:
+        return []
+    o = json.loads(raw)
+    lines = [
+        "",
+        "ORIENT",
+        f"  spec satisfied: {o['spec_satisfied']} (confidence {o['confidence']})",
+        f"  {o['summary']}",
+    ]
+    lines += [f"  gap [{g['severity']}]: {g['description']}" for g in o["gaps"]]
+    plan = o.get("iteration_plan")
+    if plan:
+        lines.append(f"  plan: {plan['intent']}")
+        lines += [
+            f"    {t['id']} -> task #{t['task_id']} [{t['risk']}] {t['title']}"
+            + (f" (after {', '.join(t['depends_on'])})" if t["depends_on"] else "")
+            for t in plan["tasks"]
+        ]
+    if o.get("stuck_reason"):
+        lines.append(f"  needs a person: {o['stuck_reason']}")
+    return lines
+
+
+def _act_summary(raw: str | None) -> list[str]:
+    if not raw:
+        return []
+    a = json.loads(raw)
+    lines = ["", "ACT", f"  {a['outcome']}: {a['detail']}", f"  baseline: {a['baseline']}"]
+    if a.get("after"):
+        lines.append(f"  after: {a['after']}")
+    lines += [f"  task {t['key']} (#{t['task_id']}): {t['status']} {t['reason']}".rstrip() for t in a["tasks"]]
+    return lines
+
+
+def _human_summary(db: Database, number: int) -> list[str]:
+    rows = db.execute(
+        "SELECT id, kind, payload_json, response FROM human_inputs WHERE applied_iteration = ? ORDER BY id",
+        [number],
+    ).fetchall()
+    if not rows:
+        return []
+    lines = ["", "HUMAN INPUT"]
+    for input_id, kind, payload, response in rows:
+        text = json.loads(payload).get("text") or ""
+        lines.append(f"  #{input_id} {kind}: {_clip(text, 80)}")
+        lines.append(f"    -> {_clip(response or '', 100)}")
+    return lines
+
+
+def _halt_summary(db: Database, iteration_id: int) -> list[str]:
+    rows = db.execute(
+        "SELECT agent, error_type, message, violation_path, violation_rule FROM halts WHERE iteration_id = ?",
+        [iteration_id],
+    ).fetchall()
+    lines = []
+    for agent, error_type, message, path, rule in rows:
+        lines += ["", "HALT", f"  {error_type} from {agent or 'soda'}: {message}"]
+        if path:
+            lines.append(f"  at {path} (rule {rule})")
+    return lines
+
+
+def _calls_summary(db: Database, iteration_id: int) -> list[str]:
+    rows = db.execute(
+        "SELECT agent, model, turn, input_tokens, output_tokens, cache_creation_tokens,"
+        " cache_read_tokens, cost_usd, latency_ms, stop_reason FROM agent_calls"
+        " WHERE iteration_id = ? ORDER BY id",
+        [iteration_id],
+    ).fetchall()
+    if not rows:
+        return []
+    lines = ["", "AGENT CALLS (agent, model, turn: tokens in/out, cache write/read, cost, latency, stop)"]
+    for agent, model, turn, tin, tout, cw, cr, cost, latency, stop in rows:
+        lines.append(
+            f"  {agent:<9} {model} t{turn}: {tin}/{tout} tok, cache {cw}/{cr}, ${cost:.4f}, {latency} ms, {stop}"
+        )
+    total = sum(r[7] for r in rows)
+    lines.append(f"  {len(rows)} calls, ${total:.4f}")
+    return lines

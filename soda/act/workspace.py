@@ -1,0 +1,132 @@
+"""The iteration's workspace: a git worktree on a fresh branch from the milestone.
+
+The user's checkout is never touched: soda works in `state/worktrees/iter-N` on
+branch `soda-work/<milestone>/iter-N`, forked from the milestone branch, and
+moves the milestone branch only by writing a merge commit object and
+compare-and-swapping the ref (see `merge_into_milestone`). The worktree is
+removed in every case by `Workspace.remove`, which the caller runs in a `finally`.
+"""
+
+from __future__ import annotations
+
+import shutil
+from dataclasses import dataclass
+from pathlib import Path
+
+import git
+from git import Repo
+
+from soda.errors import GitError
+
+SODA_IDENTITY = ("-c", "user.name=soda", "-c", "user.email=soda@localhost")
+
+
+def _git(repo: Repo, *args: str) -> str:
+    try:
+        return repo.git.execute(["git", *SODA_IDENTITY, *args])  # type: ignore[return-value]
+    except git.GitCommandError as exc:
+        raise GitError(f"git {' '.join(args)} failed: {exc.stderr.strip() or exc}") from exc
+
+
+@dataclass
+class Workspace:
+    repo: Repo
+    path: Path
+    branch: str
+    milestone_branch: str
+    fork_point: str
+    """Milestone head the branch was created from."""
+
+    @property
+    def worktree(self) -> Repo:
+        return Repo(self.path)
+
+    def head(self) -> str:
+        return _git(self.worktree, "rev-parse", "HEAD")
+
+    def commit_all(self, message: str) -> str | None:
+        """Commit everything in the worktree; None when there was nothing to commit."""
+        tree = self.worktree
+        _git(tree, "add", "-A")
+        if not _git(tree, "status", "--porcelain"):
+            return None
+        _git(tree, "commit", "-q", "--no-verify", "-m", message)
+        return self.head()
+
+    def reset_to(self, commit: str) -> None:
+        """Throw away everything since `commit` (a task that gave up)."""
+        tree = self.worktree
+        _git(tree, "reset", "-q", "--hard", commit)
+        _git(tree, "clean", "-q", "-fd")
+
+    def catch_up(self) -> bool:
+        """Merge milestone changes made since the fork into the work branch, so the
+        final test run sees what will land. False on a conflict (merge aborted)."""
+        current = _git(self.repo, "rev-parse", self.milestone_branch)
+        if current == self.fork_point:
+            return True
+        try:
+            self.worktree.git.execute(
+                ["git", *SODA_IDENTITY, "merge", "--no-edit", "-q", self.milestone_branch]
+            )
+        except git.GitCommandError:
+            _git(self.worktree, "merge", "--abort")
+            return False
+        return True
+
+    def remove(self) -> None:
+        """Remove the worktree directory and its registration; never raises."""
+        try:
+            self.repo.git.worktree("remove", "--force", str(self.path))
+        except git.GitCommandError:
+            shutil.rmtree(self.path, ignore_errors=True)
+        try:
+            self.repo.git.worktree("prune")
+        except git.GitCommandError:
+            pass
+
+
+def create_workspace(repo: Repo, worktrees: Path, milestone_branch: str, name: str) -> Workspace:
+    """A fresh worktree at `worktrees/name` on a new branch from the milestone head.
+    Leftovers of an earlier crashed attempt with the same name are cleared first."""
+    milestone = milestone_branch.removeprefix("soda/")
+    branch = f"soda-work/{milestone}/{name}"
+    path = worktrees / name
+    remove_stale(repo, path, branch)
+    fork_point = _git(repo, "rev-parse", milestone_branch)
+    worktrees.mkdir(parents=True, exist_ok=True)
+    _git(repo, "worktree", "add", "-q", "-b", branch, str(path), fork_point)
+    return Workspace(repo, path, branch, milestone_branch, fork_point)
+
+
+def remove_stale(repo: Repo, path: Path, branch: str | None = None) -> None:
+    if path.exists():
+        Workspace(repo, path, branch or "", "", "").remove()
+    repo.git.worktree("prune")
+    if branch and branch in [head.name for head in repo.heads]:
+        _git(repo, "branch", "-D", branch)
+
+
+def merge_into_milestone(ws: Workspace, message: str) -> str:
+    """Write a --no-ff merge of the work branch into the milestone branch without a
+    checkout: the merge commit has the work tree (which already contains the
+    milestone head, see catch_up) and both heads as parents; the ref moves only
+    if the milestone head is still the one we merged (compare-and-swap)."""
+    repo = ws.repo
+    milestone_head = _git(repo, "rev-parse", ws.milestone_branch)
+    work_head = ws.head()
+    if _git(repo, "merge-base", milestone_head, work_head) != milestone_head:
+        raise GitError(f"{ws.branch} does not contain {ws.milestone_branch}; refusing to merge")
+    tree = _git(repo, "rev-parse", f"{work_head}^{{tree}}")
+    commit = _git(
+        repo, "commit-tree", tree, "-p", milestone_head, "-p", work_head, "-m", message
+    )
+    _git(repo, "update-ref", f"refs/heads/{ws.milestone_branch}", commit, milestone_head)
+    return commit
+
+
+def delete_branch(repo: Repo, branch: str) -> None:
+    try:
+        repo.git.branch("-D", branch)
+    except git.GitCommandError:
+        pass

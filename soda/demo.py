@@ -1,0 +1,69 @@
+"""`soda demo`: the whole loop, offline, on a generated sample project.
+
+Builds a small Python project with a spec and failing acceptance tests, sets
+soda up there with the scripted provider (a shipped script stands in for the
+model; every tool call it makes is real), and runs the loop until DONE.
+"""
+
+from __future__ import annotations
+
+import shlex
+import shutil
+import subprocess
+import sys
+import tempfile
+from collections.abc import Callable
+from pathlib import Path
+
+from soda.config import CONFIG_NAME, Config, ModelConfig, ProjectConfig, load
+from soda.errors import InputError
+from soda.init import init_project
+from soda.loop import IterationResult, run_loop
+from soda.session import Session
+
+ASSETS = Path(__file__).resolve().parent / "demo"
+SCRIPT_PATH = "state/demo-script.json"
+
+
+def prepare(directory: Path) -> Path:
+    """Create the sample project in `directory` (new or empty) as a git repository
+    with soda set up on the scripted provider; return the config path."""
+    if directory.exists() and any(directory.iterdir()):
+        raise InputError(f"{directory} is not empty; give soda demo a new or empty directory")
+    directory.mkdir(parents=True, exist_ok=True)
+    shutil.copytree(ASSETS / "sample", directory, dirs_exist_ok=True)
+    (directory / "specs").mkdir()
+    shutil.copy(ASSETS / "spec.md", directory / "specs" / "SPEC.md")
+    python = shlex.quote(sys.executable)
+    config = Config(
+        project=ProjectConfig(test_command=f"{python} -m pytest -q"),
+        model=ModelConfig(provider="scripted", script=SCRIPT_PATH, strong="scripted", fast="scripted"),
+    )
+    _git(directory, "init", "-q", "-b", "main")
+    init_project(directory, config)
+    script = (ASSETS / "script.json").read_text(encoding="utf-8")
+    # The script's commands must run with the Python soda runs on.
+    (directory / SCRIPT_PATH).write_text(script.replace("{python}", python.replace('"', '\\"')))
+    _git(directory, "add", "-A")
+    _git(directory, "commit", "-q", "-m", "Sample project with a spec and failing acceptance tests")
+    return directory / CONFIG_NAME
+
+
+def run_demo(directory: Path | None, say: Callable[[str], None]) -> tuple[Path, IterationResult]:
+    target = directory or Path(tempfile.mkdtemp(prefix="soda-demo-"))
+    say(f"soda demo in {target}")
+    say("The model is SCRIPTED: a shipped script stands in for the LLM, so no network or key")
+    say("is needed. Everything else is real: git worktrees, tool calls, tests, the merge gate.")
+    config = load(prepare(target.resolve()))
+    session = Session.open(config)
+    result = run_loop(session, say)
+    return target, result
+
+
+def _git(cwd: Path, *args: str) -> None:
+    subprocess.run(
+        ["git", "-c", "user.name=soda demo", "-c", "user.email=demo@localhost", *args],
+        cwd=cwd,
+        check=True,
+        capture_output=True,
+    )

@@ -1,0 +1,100 @@
+"""The scripted provider: replays a list of model responses, for tests and the demo.
+
+A script is a JSON file:
+
+    {"note": "why this script exists",
+     "responses": [
+        {"agent": "verifier", "text": "optional prose",
+         "tool_calls": [{"name": "read_file", "input": {"path": "calc.py"}}]},
+        {"agent": "verifier", "tool_calls": [{"name": "submit", "input": {...}}]}
+     ]}
+
+Responses are served in order, whichever agent asks. `agent` is optional; when
+given, a request from another agent is a ScriptError, so a script that has
+drifted from the loop fails at once and says where. The script running out, a
+tool the request does not offer, or a scripted tool call that the tools refused
+(an `is_error` result) are ScriptErrors too: a replay must go exactly as written.
+Every request is kept in `requests` so tests can assert on what was asked.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+from soda.errors import InputError, ScriptError
+from soda.llm.base import ModelRequest, ModelResponse, ToolCall, Usage
+
+
+class ScriptedModel:
+    """A Model that answers from a script instead of a network."""
+
+    provider = "scripted"
+
+    def __init__(self, responses: list[dict[str, Any]], source: str = "<inline>") -> None:
+        self.responses = responses
+        self.source = source
+        self.position = 0
+        self.requests: list[ModelRequest] = []
+
+    @classmethod
+    def from_file(cls, path: Path) -> ScriptedModel:
+        try:
+            data = json.loads(path.read_text(encoding="utf-8"))
+        except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
+            raise InputError(f"{path}: cannot read the model script: {exc}") from exc
+        responses = data.get("responses") if isinstance(data, dict) else None
+        if not isinstance(responses, list):
+            raise InputError(f'{path}: a model script is an object with a "responses" list')
+        return cls(responses, source=str(path))
+
+    def complete(self, request: ModelRequest) -> ModelResponse:
+        self.requests.append(request)
+        self._check_previous_calls(request)
+        if self.position >= len(self.responses):
+            raise ScriptError(
+                f"model script {self.source} ran out after {len(self.responses)} responses "
+                f"(agent {request.agent} asked for one more)"
+            )
+        index = self.position
+        entry = self.responses[index]
+        self.position += 1
+        expected = entry.get("agent")
+        if expected and expected != request.agent:
+            raise ScriptError(
+                f"model script {self.source} response {index} is for agent {expected}, "
+                f"but agent {request.agent} asked"
+            )
+        calls = [self._tool_call(request, index, n, call) for n, call in enumerate(entry.get("tool_calls", []))]
+        usage = Usage(**entry.get("usage", {}))
+        return ModelResponse(
+            text=entry.get("text", ""),
+            tool_calls=calls,
+            stop_reason="tool_use" if calls else "end_turn",
+            usage=usage,
+            model=request.model,
+            raw={"scripted": True, "index": index, **entry},
+        )
+
+    def _tool_call(
+        self, request: ModelRequest, index: int, number: int, call: dict[str, Any]
+    ) -> ToolCall:
+        offered = {tool.name for tool in request.tools}
+        name = call.get("name")
+        if name not in offered:
+            raise ScriptError(
+                f"model script {self.source} response {index} calls tool {name!r}, "
+                f"which agent {request.agent} does not have ({', '.join(sorted(offered))})"
+            )
+        return ToolCall(id=f"script-{index}-{number}", name=name, input=call.get("input", {}))
+
+    def _check_previous_calls(self, request: ModelRequest) -> None:
+        if not request.messages:
+            return
+        for result in request.messages[-1].tool_results:
+            if result.is_error:
+                raise ScriptError(
+                    f"model script {self.source}: a scripted tool call was refused "
+                    f"(response {self.position - 1}): {result.content}"
+                )

@@ -1,0 +1,198 @@
+"""The SODA loop: one iteration is sense -> orient -> decide -> act.
+
+`iterate` reads like the loop itself; persistence, events and failure handling
+wrap around it in `run_iteration`, which always finishes the iteration record
+(in a `finally`), and `run_loop`, which repeats until DONE, STUCK or HALT.
+"""
+
+from __future__ import annotations
+
+import enum
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from soda import inbox
+from soda.act import act
+from soda.contracts import Claims
+from soda.decide import Budget, Control, Decision, Kind, LoopState, decide
+from soda.errors import BudgetExhausted, ContractViolation, ModelStopped, StructuralError, TransientError
+from soda.orient import apply_orientation, orient
+from soda.sense import SenseInput, sense
+from soda.session import IterationRecord, Session
+from soda.store.db import dumps, now
+
+
+class Ending(enum.Enum):
+    """How a run (or a single iteration) ended, with its process exit code."""
+
+    DONE = "done"
+    CONTINUE = "continue"
+    STUCK = "stuck"
+    HALT = "halt"
+    TRANSIENT = "transient"
+    INTERRUPTED = "interrupted"
+
+    @property
+    def exit_code(self) -> int:
+        """0 DONE (and CONTINUE after --once), 3 STUCK, 4 HALT, 5 transient."""
+        return {Ending.STUCK: 3, Ending.HALT: 4, Ending.TRANSIENT: 5}.get(self, 0)
+
+
+@dataclass
+class IterationResult:
+    number: int
+    ending: Ending
+    reason: str
+
+
+Printer = Callable[[str], None]
+
+
+def iterate(session: Session, record: IterationRecord, say: Printer) -> Decision:
+    claims = sense_phase(session, record, say)
+    orientation = orient(session, claims, record.number)
+    orientation = apply_orientation(session, orientation, record.id)
+    _consume_human_inputs(session, claims, record, orientation.summary)
+    record.save(phase="decide", orient_json=orientation, intent=_intent(orientation))
+    say(f"orient: {_spec_state(orientation.spec_satisfied)}; {orientation.summary}")
+    decision = decide(orientation, _loop_state(session, claims), _budget(session, claims), _control(session, claims))
+    record.save(decision=decision.kind.name, decision_reason=decision.reason)
+    say(f"decide: {decision.kind.name} - {decision.reason}")
+    if decision.kind is Kind.CONTINUE:
+        assert orientation.iteration_plan is not None
+        record.save(phase="act")
+        result = act(session, orientation.iteration_plan, record.number, record.id)
+        record.save(act_json=result.to_json(), outcome=result.outcome, merged_commit=result.merged_commit)
+        say(f"act: {result.outcome} - {result.detail}")
+    else:
+        record.save(outcome=decision.kind.name.lower())
+    return decision
+
+
+def sense_phase(session: Session, record: IterationRecord, say: Printer) -> Claims:
+    inbox.ingest(session.config.state_dir, session.db, session.events)
+    claims = sense(
+        SenseInput(
+            repo_path=session.config.root,
+            milestone_branch=session.milestone.branch,
+            base_commit=session.milestone.base_commit,
+            milestone=session.milestone.name,
+            run_id=session.run_id,
+            iteration=record.number,
+            iteration_in_run=session.iterations_in_run,
+            config=session.config,
+            db=session.db,
+        )
+    )
+    ids = [item.id for item in claims.human.pending]
+    if ids:
+        inbox.claim(session.db, ids, record.number)
+    record.save(phase="orient", claims_json=claims)
+    say(
+        f"sense: {len(claims.code.commits)} commits since base, {len(claims.work.open)} open tasks, "
+        f"{len(claims.human.pending)} human inputs"
+    )
+    return claims
+
+
+def _consume_human_inputs(session: Session, claims: Claims, record: IterationRecord, summary: str) -> None:
+    ids = [item.id for item in claims.human.pending]
+    if ids:
+        inbox.mark_applied(session.db, ids, record.number, f"read by ORIENT in iteration {record.number}: {summary}")
+
+
+def _intent(orientation: object) -> str | None:
+    plan = getattr(orientation, "iteration_plan", None)
+    return plan.intent if plan is not None else None
+
+
+def _spec_state(value: object) -> str:
+    return {True: "spec satisfied", False: "spec not yet satisfied"}.get(value, "spec unverifiable")  # type: ignore[call-overload]
+
+
+def _loop_state(session: Session, claims: Claims) -> LoopState:
+    return LoopState(session.iterations_in_run, session.extra.get("max_iterations", session.config.loop.max_iterations), claims.project.loop)
+
+
+def _budget(session: Session, claims: Claims) -> Budget:
+    budget = session.config.budget
+    return Budget(
+        cost_usd=session.recorder.run_cost(),
+        max_cost_usd=budget.max_cost_usd,
+        tokens_this_iteration=session.recorder.tokens_in + session.recorder.tokens_out,
+        max_tokens_per_iteration=budget.max_tokens_per_iteration,
+    )
+
+
+def _control(session: Session, claims: Claims) -> Control:
+    return Control(paused=claims.human.paused, stop_requested=session.stop_requested)
+
+
+def run_iteration(session: Session, say: Printer) -> IterationResult:
+    """One iteration with its record, whatever happens inside it."""
+    record = session.begin_iteration()
+    say(f"iteration {record.number}")
+    try:
+        decision = iterate(session, record, say)
+        ending = {Kind.DONE: Ending.DONE, Kind.STUCK: Ending.STUCK, Kind.CONTINUE: Ending.CONTINUE}[decision.kind]
+        return IterationResult(record.number, ending, decision.reason)
+    except BudgetExhausted as exc:
+        record.save(decision="STUCK", decision_reason=str(exc), outcome="budget")
+        say(f"decide: STUCK - {exc}")
+        return IterationResult(record.number, Ending.STUCK, str(exc))
+    except TransientError as exc:
+        record.save(outcome="transient", error=str(exc))
+        say(f"transient failure: {exc}")
+        return IterationResult(record.number, Ending.TRANSIENT, str(exc))
+    except StructuralError as exc:
+        _record_halt(session, record, exc)
+        say(f"HALT: {exc}")
+        return IterationResult(record.number, Ending.HALT, str(exc))
+    except KeyboardInterrupt:
+        record.save(outcome="interrupted", error="interrupted by a signal")
+        raise
+    finally:
+        inbox.release_claims(session.db)
+        record.finish(session.recorder)
+
+
+def _record_halt(session: Session, record: IterationRecord, exc: StructuralError) -> None:
+    violation = exc.violation if isinstance(exc, ContractViolation) else None
+    agent = exc.agent if isinstance(exc, ContractViolation) else None
+    raw = exc.raw if isinstance(exc, ContractViolation | ModelStopped) else None
+    with session.db.conn:
+        session.db["halts"].insert(
+            {
+                "run_id": session.run_id,
+                "iteration_id": record.id,
+                "agent": agent,
+                "error_type": type(exc).__name__,
+                "message": str(exc),
+                "violation_path": violation.path if violation else None,
+                "violation_rule": violation.rule if violation else None,
+                "raw_output": dumps(raw) if raw is not None else None,
+                "created_at": now(),
+            }
+        )
+    record.save(decision="HALT", decision_reason=str(exc), outcome="halted", error=type(exc).__name__)
+    session.events.emit("halt", {"error": type(exc).__name__, "message": str(exc)})
+
+
+def run_loop(
+    session: Session,
+    say: Printer,
+    once: bool = False,
+    should_stop: Callable[[], bool] = lambda: False,
+) -> IterationResult:
+    """Iterate until DONE, STUCK, HALT or a transient failure (or one CONTINUE with
+    `once`); record how the run ended."""
+    while True:
+        result = run_iteration(session, say)
+        if result.ending is not Ending.CONTINUE or once:
+            break
+        if should_stop():
+            result = IterationResult(result.number, Ending.INTERRUPTED, "stopped by a signal")
+            break
+    status = "stopped" if result.ending is Ending.CONTINUE else result.ending.value
+    session.finish_run(status, result.reason)
+    return result

@@ -1,0 +1,154 @@
+"""ORIENT: agents verify the claims, assess the spec and plan the iteration.
+
+Two patterns (`[loop] orient_pattern`): `split` runs verifier -> assessor ->
+planner, each a fresh context with its own contract; `single` runs one agent
+that walks the same three steps. Both read the milestone branch through a
+detached scratch worktree with read-only tools, and both end in one
+`Orientation`. A plan that passes its schema but not the semantic checks
+(unknown dependencies, cycles, unknown tasks) gets a bounded repair round with
+the problems fed back, then HALTs. Applying the result (task updates, new tasks,
+learnings, plan tasks made into Trace tasks) is `apply_orientation`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+
+from soda.act.execute import plan_problems
+from soda.act.workspace import SODA_IDENTITY, remove_stale
+from soda.contracts import Assessment, Claims, IterationPlan, Orientation, Planning, Verification
+from soda.errors import InputError, StructuralError
+from soda.runtime import load_agent
+from soda.session import Session
+from soda.tools import read_only_tools
+from soda.tools.sandbox import Sandbox
+
+PLAN_REPAIRS = 3
+
+
+@contextmanager
+def scratch_worktree(session: Session, name: str) -> Iterator[Path]:
+    """A detached checkout of the milestone head for read-only agents; always removed."""
+    path = session.config.state_dir / "worktrees" / name
+    remove_stale(session.repo, path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    session.repo.git.execute(
+        ["git", *SODA_IDENTITY, "worktree", "add", "-q", "--detach", str(path), session.milestone.branch]
+    )
+    try:
+        yield path
+    finally:
+        remove_stale(session.repo, path)
+
+
+def orient(session: Session, claims: Claims, number: int) -> Orientation:
+    with scratch_worktree(session, f"orient-{number}") as path:
+        sandbox = Sandbox(path, extra_deny=[session.config.state_dir])
+        tools = read_only_tools(sandbox)
+        inputs = {"spec": session.spec_text(), "claims": claims}
+        known = {task.id for task in session.tracker.list()}
+        if session.config.loop.orient_pattern == "single":
+            return _single(session, inputs, tools, known)
+        return _split(session, inputs, tools, known)
+
+
+def _single(session: Session, inputs: dict, tools: object, known: set[int]) -> Orientation:
+    answer = session.runner.run(load_agent("orienter"), inputs, tools)  # type: ignore[arg-type]
+    orientation = answer.output
+    assert isinstance(orientation, Orientation)
+    if orientation.iteration_plan is not None:
+        problems = plan_problems(orientation.iteration_plan, known)
+        if problems:
+            raise StructuralError(f"orienter produced an invalid plan: {'; '.join(problems)}")
+    return orientation
+
+
+def _split(session: Session, inputs: dict, tools: object, known: set[int]) -> Orientation:
+    run = session.runner.run
+    verification = run(load_agent("verifier"), inputs, tools).output  # type: ignore[arg-type]
+    assert isinstance(verification, Verification)
+    inputs = {**inputs, "verification": verification}
+    assessment = run(load_agent("assessor"), inputs, tools).output  # type: ignore[arg-type]
+    assert isinstance(assessment, Assessment)
+    if assessment.spec_satisfied is True:
+        planning = Planning(
+            actionable_work_exists=False,
+            new_tasks=[],
+            iteration_plan=None,
+            stuck_reason=None,
+            learnings=[],
+        )
+    else:
+        planning = _plan(session, {**inputs, "assessment": assessment}, tools, known)
+    return Orientation(
+        spec_satisfied=assessment.spec_satisfied,
+        actionable_work_exists=planning.actionable_work_exists,
+        confidence=assessment.confidence,
+        summary=assessment.summary,
+        task_updates=verification.task_updates,
+        new_tasks=planning.new_tasks,
+        gaps=assessment.gaps,
+        iteration_plan=planning.iteration_plan,
+        stuck_reason=planning.stuck_reason,
+        learnings=verification.learnings + planning.learnings,
+    )
+
+
+def _plan(session: Session, inputs: dict, tools: object, known: set[int]) -> Planning:
+    planner = load_agent("planner")
+    problems: list[str] = []
+    for attempt in range(1, PLAN_REPAIRS + 1):
+        if problems:
+            inputs = {**inputs, "rejected_plan_problems": "\n".join(f"- {p}" for p in problems)}
+        planning = session.runner.run(planner, inputs, tools).output  # type: ignore[arg-type]
+        assert isinstance(planning, Planning)
+        if planning.iteration_plan is None:
+            return planning
+        problems = plan_problems(planning.iteration_plan, known)
+        if not problems:
+            return planning
+        session.events.emit("plan.rejected", {"attempt": attempt, "problems": problems})
+    raise StructuralError(
+        f"planner produced an invalid plan {PLAN_REPAIRS} times; last problems: {'; '.join(problems)}"
+    )
+
+
+def apply_orientation(session: Session, orientation: Orientation, iteration_id: int) -> Orientation:
+    """Write ORIENT's conclusions to Trace and learnings; return the orientation
+    with every plan task bound to a Trace task."""
+    tracker = session.tracker
+    for update in orientation.task_updates:
+        _apply_update(session, update.task_id, update.action, update.reason, iteration_id)
+    root = session.milestone.root_task_id
+    for task in orientation.new_tasks:
+        tracker.create(task.title, task.description, parent_id=task.parent_id or root, risk=task.risk)
+    session.store_learnings(orientation.learnings, "orient", iteration_id)
+    plan = orientation.iteration_plan
+    if plan is None:
+        return orientation
+    bound = []
+    for task in plan.tasks:
+        if task.task_id is None:
+            created = tracker.create(task.title, task.description, parent_id=root, risk=task.risk)
+            task = task.model_copy(update={"task_id": created.id})
+        bound.append(task)
+    return orientation.model_copy(update={"iteration_plan": IterationPlan(intent=plan.intent, approach=plan.approach, tasks=bound)})
+
+
+def _apply_update(session: Session, task_id: int, action: str, reason: str, iteration_id: int) -> None:
+    tracker = session.tracker
+    try:
+        task = tracker.show(task_id)
+    except InputError as exc:
+        # A model naming a task that is not there is noted, not fatal.
+        session.events.emit("trace.update_skipped", {"task_id": task_id, "reason": str(exc)})
+        return
+    if action == "close" and task.status != "closed":
+        tracker.close(task_id, reason)
+    elif action == "block" and task.status != "blocked":
+        tracker.block(task_id, reason)
+    elif action == "unblock" and task.status == "blocked":
+        tracker.unblock(task_id)
+    tracker.comment(task_id, "orient", f"{action}: {reason}", iteration_id=iteration_id)
