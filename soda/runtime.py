@@ -158,7 +158,7 @@ class AgentRunner:
                 agent=agent.name,
                 model=model_id,
                 system=agent.system,
-                messages=messages,
+                messages=list(messages),
                 tools=tools,
                 answer_tool=SUBMIT,
                 max_tokens=self.config.model.max_tokens,
@@ -255,7 +255,7 @@ class CallRecorder:
 
     def run_cost(self) -> float:
         row = self.db.execute(
-            "SELECT COALESCE(SUM(cost_usd), 0) FROM agent_calls WHERE run_id = ?", [self.run_id]
+            "SELECT COALESCE(SUM(cost_usd), 0) FROM agent_calls WHERE run_id IS ?", [self.run_id]
         ).fetchone()
         return float(row[0])
 

@@ -1,0 +1,174 @@
+"""The agent runtime and the scripted provider: tool loop, validation, recording, budget."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from soda.config import BudgetConfig, Config, ModelConfig, Price
+from soda.contracts import Assessment
+from soda.errors import BudgetExhausted, ContractViolation, InputError, ModelStopped, ScriptError
+from soda.events import Events
+from soda.llm.scripted import ScriptedModel
+from soda.runtime import AgentRunner, CallRecorder, load_agent, render_inputs
+from soda.store import open_db
+
+ASSESSMENT = {
+    "spec_satisfied": False,
+    "confidence": "high",
+    "gaps": [{"description": "divide is missing", "severity": "blocking"}],
+    "summary": "not yet",
+}
+
+
+def submit(data: dict[str, Any], agent: str = "assessor", **extra: Any) -> dict[str, Any]:
+    return {"agent": agent, "tool_calls": [{"name": "submit", "input": data}], **extra}
+
+
+class Echo:
+    """A minimal toolset: one tool that echoes, one that always refuses."""
+
+    def specs(self) -> list:
+        from soda.llm.base import ToolSpec
+
+        schema = {"type": "object", "properties": {}, "additionalProperties": False}
+        return [ToolSpec("echo", "echo", schema), ToolSpec("refuse", "refuse", schema)]
+
+    def call(self, name: str, arguments: dict[str, Any]) -> Any:
+        from types import SimpleNamespace
+
+        return SimpleNamespace(content=f"{name} ok", is_error=name == "refuse")
+
+
+@pytest.fixture
+def setup(tmp_path: Path):
+    db = open_db(tmp_path / "soda.db")
+    config = Config(model=ModelConfig(max_turns=3))
+
+    def make(responses: list[dict[str, Any]], config: Config = config):
+        model = ScriptedModel(responses)
+        recorder = CallRecorder(db, config, "scripted", Events(db))
+        return model, AgentRunner(model, config, recorder), recorder
+
+    return db, make
+
+
+INPUTS = {"spec": "# Spec", "claims": {"x": 1}, "verification": "ok"}
+
+
+def test_valid_answer_is_typed_and_every_call_recorded(setup) -> None:
+    db, make = setup
+    model, runner, _ = make(
+        [{"agent": "assessor", "tool_calls": [{"name": "echo", "input": {}}]}, submit(ASSESSMENT)]
+    )
+    answer = runner.run(load_agent("assessor"), INPUTS, Echo())
+    assert isinstance(answer.output, Assessment)
+    assert answer.turns == 2
+    assert [row["turn"] for row in db["agent_calls"].rows] == [1, 2]
+    second = model.requests[1]
+    assert second.messages[-1].tool_results[0].content == "echo ok"
+    assert {t.name for t in second.tools} == {"echo", "refuse", "submit"}
+    assert second.answer_tool == "submit"
+    assert second.system.startswith("You are the assessor")
+
+
+def test_first_message_renders_inputs_in_declared_order() -> None:
+    text = render_inputs(load_agent("assessor"), {**INPUTS, "extra_note": "late"})
+    assert text.index("## Spec") < text.index("## Claims") < text.index("## Verification")
+    assert text.index("## Verification") < text.index("## Extra Note")
+
+
+def test_missing_input_is_structural() -> None:
+    with pytest.raises(Exception, match="needs inputs"):
+        render_inputs(load_agent("assessor"), {"spec": "x"})
+
+
+def test_schema_violation_raises_with_path_and_raw(setup) -> None:
+    _, make = setup
+    _, runner, _ = make([submit({**ASSESSMENT, "confidence": "certain"})])
+    with pytest.raises(ContractViolation) as info:
+        runner.run(load_agent("assessor"), INPUTS, None)
+    assert info.value.violation.path == "$.confidence"
+    assert info.value.violation.rule == "enum"
+    assert info.value.agent == "assessor"
+    assert info.value.raw["confidence"] == "certain"
+
+
+def test_turn_limit(setup) -> None:
+    _, make = setup
+    echo = {"agent": "assessor", "tool_calls": [{"name": "echo", "input": {}}]}
+    _, runner, _ = make([echo, echo, echo, echo])
+    with pytest.raises(ModelStopped, match="within 3 turns"):
+        runner.run(load_agent("assessor"), INPUTS, Echo())
+
+
+def test_answer_without_tool_call_is_structural(setup) -> None:
+    _, make = setup
+    _, runner, _ = make([{"agent": "assessor", "text": "I think it is fine."}])
+    with pytest.raises(ModelStopped, match="without calling a tool"):
+        runner.run(load_agent("assessor"), INPUTS, None)
+
+
+def test_script_running_out_is_a_clear_error(setup) -> None:
+    _, make = setup
+    _, runner, _ = make([])
+    with pytest.raises(ScriptError, match="ran out after 0 responses"):
+        runner.run(load_agent("assessor"), INPUTS, None)
+
+
+def test_script_for_another_agent_is_refused(setup) -> None:
+    _, make = setup
+    _, runner, _ = make([submit(ASSESSMENT, agent="planner")])
+    with pytest.raises(ScriptError, match="is for agent planner"):
+        runner.run(load_agent("assessor"), INPUTS, None)
+
+
+def test_script_calling_a_tool_the_agent_lacks_is_refused(setup) -> None:
+    _, make = setup
+    _, runner, _ = make([{"tool_calls": [{"name": "write_file", "input": {}}]}])
+    with pytest.raises(ScriptError, match="does not have"):
+        runner.run(load_agent("assessor"), INPUTS, None)
+
+
+def test_scripted_tool_call_that_was_refused_stops_the_replay(setup) -> None:
+    _, make = setup
+    _, runner, _ = make([{"tool_calls": [{"name": "refuse", "input": {}}]}, submit(ASSESSMENT)])
+    with pytest.raises(ScriptError, match="was refused"):
+        runner.run(load_agent("assessor"), INPUTS, Echo())
+
+
+def test_executor_may_give_up(setup) -> None:
+    _, make = setup
+    _, runner, _ = make(
+        [{"tool_calls": [{"name": "cannot_complete", "input": {"reason": "needs a key"}}]}]
+    )
+    inputs = {"spec": "s", "task": "t", "plan": "p", "learnings": "l", "baseline": "b"}
+    answer = runner.run(load_agent("executor"), inputs, None)
+    assert answer.output is None and answer.gave_up == "needs a key"
+
+
+def test_budget_smaller_than_one_call_stops_the_run(setup) -> None:
+    _, make = setup
+    config = Config(
+        model=ModelConfig(strong="m", fast="m", prices={"m": Price(input=1000.0, output=1000.0)}),
+        budget=BudgetConfig(max_cost_usd=0.001),
+    )
+    _, runner, recorder = make(
+        [submit(ASSESSMENT, usage={"input_tokens": 100, "output_tokens": 10})], config
+    )
+    recorder.run_id = None
+    with pytest.raises(BudgetExhausted, match=r"max_cost_usd \$0.0010"):
+        runner.run(load_agent("assessor"), INPUTS, None)
+    assert recorder.cost_usd == pytest.approx(0.11)
+
+
+def test_script_file_errors_name_the_file(tmp_path: Path) -> None:
+    bad = tmp_path / "script.json"
+    bad.write_text("[1, 2]")
+    with pytest.raises(InputError, match="responses"):
+        ScriptedModel.from_file(bad)
+    bad.write_text("{nope")
+    with pytest.raises(InputError, match="script.json"):
+        ScriptedModel.from_file(bad)
