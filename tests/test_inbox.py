@@ -1,0 +1,500 @@
+"""The human-input queue, end to end on real files, real SQLite and real events."""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import threading
+import time
+from pathlib import Path
+from typing import Any
+
+import pytest
+from sqlite_utils import Database
+
+from soda.contracts import HumanInput
+from soda.events import Events
+from soda.inbox import (
+    claim,
+    describe,
+    ingest,
+    mark_applied,
+    pending,
+    recover_claimed_files,
+    release_claims,
+    write_input,
+)
+from soda.store.db import open_db
+
+
+@pytest.fixture
+def state(tmp_path: Path) -> Path:
+    return tmp_path / "state"
+
+
+@pytest.fixture
+def db(state: Path) -> Database:
+    return open_db(state / "soda.db")
+
+
+@pytest.fixture
+def events(db: Database, state: Path) -> Events:
+    return Events(db, state / "logs" / "events.jsonl")
+
+
+def drop(state: Path, name: str, content: str | bytes | dict[str, Any], age: float = 60) -> Path:
+    """Put a file in the inbox as a person would, last written `age` seconds ago."""
+    path = state / "inbox" / name
+    path.parent.mkdir(parents=True, exist_ok=True)
+    if isinstance(content, dict):
+        content = json.dumps(content)
+    data = content.encode() if isinstance(content, str) else content
+    path.write_bytes(data)
+    stamp = time.time() - age
+    os.utime(path, (stamp, stamp))
+    return path
+
+
+def rows(db: Database) -> list[dict[str, Any]]:
+    return list(db["human_inputs"].rows)
+
+
+def emitted(db: Database, kind: str) -> list[dict[str, Any]]:
+    found = db.execute("SELECT data_json FROM events WHERE kind = ? ORDER BY id", [kind])
+    return [json.loads(row[0]) for row in found.fetchall()]
+
+
+def regular_files(directory: Path) -> list[str]:
+    return sorted(p.name for p in directory.iterdir() if p.is_file() and not p.name.startswith("."))
+
+
+# --- accepted ---------------------------------------------------------------
+
+
+def test_json_file_is_recorded_pending_and_moved_to_processed(
+    state: Path, db: Database, events: Events
+) -> None:
+    drop(state, "close.json", {"kind": "override", "action": "close", "task_id": 4})
+
+    report = ingest(state, db, events)
+
+    [row] = rows(db)
+    assert report.accepted == [row["id"]]
+    assert (report.rejected, report.skipped) == ([], [])
+    assert row["kind"] == "override"
+    assert row["status"] == "pending"
+    assert row["source"] == "inbox"
+    assert row["source_file"] == "close.json"
+    assert json.loads(row["payload_json"]) == {"kind": "override", "action": "close", "task_id": 4}
+    assert regular_files(state / "inbox") == []
+    assert regular_files(state / "inbox" / "processed") == ["close.json"]
+    expected = {"id": row["id"], "kind": "override", "file": "close.json"}
+    assert emitted(db, "inbox.accepted") == [expected]
+    log = (state / "logs" / "events.jsonl").read_text().splitlines()
+    assert json.loads(log[-1])["kind"] == "inbox.accepted"
+
+
+@pytest.mark.parametrize("name", ["hint.md", "hint.txt", "hint"])
+def test_plain_text_is_a_correction(state: Path, db: Database, events: Events, name: str) -> None:
+    drop(state, name, "\nPrefer pathlib over os.path.\n\nKeep it short.\n")
+
+    ingest(state, db, events)
+
+    [item] = pending(db)
+    assert item.payload == HumanInput(
+        kind="correction", text="Prefer pathlib over os.path.\n\nKeep it short."
+    )
+    assert item.source_file == name
+
+
+@pytest.mark.parametrize(
+    ("text", "expected"),
+    [
+        (
+            "---\nkind: spec_change\nmode: amend\n---\nAlso support TOML.\n",
+            HumanInput(kind="spec_change", mode="amend", text="Also support TOML."),
+        ),
+        (
+            "---\nkind: override\naction: close\ntask_id: 4\n---\n",
+            HumanInput(kind="override", action="close", task_id=4),
+        ),
+        (
+            "---\r\nkind: approve\r\n# a comment line\r\ntarget: '3'\r\n---\r\nLooks right.",
+            HumanInput(kind="approve", target=3, text="Looks right."),
+        ),
+        ("---\n---\nJust words.", HumanInput(kind="correction", text="Just words.")),
+        ("---\nkind: pause\n---\n", HumanInput(kind="pause")),
+    ],
+)
+def test_front_matter_sets_fields_and_the_body_is_text(
+    state: Path, db: Database, events: Events, text: str, expected: HumanInput
+) -> None:
+    drop(state, "input.md", text)
+
+    report = ingest(state, db, events)
+
+    assert report.rejected == []
+    assert [item.payload for item in pending(db)] == [expected]
+
+
+# --- rejected ---------------------------------------------------------------
+
+REJECTIONS = [
+    ("broken.json", b'{"kind": "correction",\n  "text": }', "invalid JSON at line 2, column 11"),
+    ("nap.json", b'{"kind": "nap"}', "unknown kind 'nap'"),
+    ("approve.json", b'{"kind": "approve"}', "violated at $: Value error, kind 'approve' needs"),
+    ("extra.json", b'{"kind": "pause", "colour": "red"}', "'colour' was unexpected"),
+    ("wrongtype.json", b'{"kind": "approve", "target": "three"}', "at $.target"),
+    ("list.json", b"[1, 2]", "is not of type 'object'"),
+    ("deep.json", b"[" * 100_000, "invalid JSON"),
+    ("huge.txt", b"x" * (256 * 1024 + 1), "too large"),
+    ("latin1.txt", b"caf\xe9 au lait", "not UTF-8"),
+    ("empty.md", b"", "file is empty"),
+    ("blank.txt", b" \n\t\n", "file is empty"),
+    ("blanktext.json", b'{"kind": "correction", "text": "  "}', "text is empty"),
+    ("headeronly.md", b"---\nkind: correction\n---\n", "empty text"),
+    ("unclosed.md", b"---\nkind: pause\nhello", "never closed"),
+    ("noseparator.md", b"---\nkind pause\n---\n", "line 2 is not 'key: value'"),
+    ("twice.md", b"---\nkind: pause\nkind: stop\n---\n", "repeats key 'kind'"),
+    ("both.md", b"---\ntext: one\n---\ntwo", "both in the front matter and in the body"),
+    ("surrogate.json", b'{"kind": "correction", "text": "\\ud800"}', "unpaired surrogate"),
+    ("notes.pdf", b"%PDF-1.4", "unsupported extension '.pdf'"),
+]
+
+
+@pytest.mark.parametrize(("name", "content", "problem"), REJECTIONS)
+def test_bad_file_is_rejected_with_a_reason(
+    state: Path, db: Database, events: Events, name: str, content: bytes, problem: str
+) -> None:
+    drop(state, name, content)
+
+    report = ingest(state, db, events)
+
+    rejected_dir = state / "inbox" / "rejected"
+    assert report.rejected == [rejected_dir / name]
+    assert report.accepted == []
+    assert (rejected_dir / name).read_bytes() == content  # kept exactly as dropped
+    reason = (rejected_dir / f"{name}.reason").read_text()
+    assert reason.count("\n") == 1 and reason.endswith("\n")
+    assert reason.startswith(f"{name}: ")
+    assert problem in reason
+    assert rows(db) == []
+    assert regular_files(state / "inbox") == []
+    assert emitted(db, "inbox.rejected") == [{"file": name, "reason": reason.strip()}]
+
+
+def test_file_name_that_is_not_utf8_is_rejected(state: Path, db: Database, events: Events) -> None:
+    (state / "inbox").mkdir(parents=True)
+    raw_name = b"caf\xe9.txt"
+    path = os.path.join(os.fsencode(state / "inbox"), raw_name)
+    with open(path, "wb") as fh:
+        fh.write(b"words")
+    os.utime(path, (time.time() - 60, time.time() - 60))
+
+    report = ingest(state, db, events)
+
+    [dest] = report.rejected
+    assert os.fsencode(dest.name) == raw_name
+    reason = Path(f"{dest}.reason").read_text()
+    assert "file name is not valid UTF-8" in reason
+    assert rows(db) == []
+
+
+# --- which files are taken --------------------------------------------------
+
+
+def test_dot_temp_and_editor_files_and_subfolders_are_left_alone(
+    state: Path, db: Database, events: Events
+) -> None:
+    names = [".hidden.json", "draft.md~", "a.swp", "a.swx", "a.tmp", "a.part", "a.crdownload"]
+    for name in names:
+        drop(state, name, "halfway")
+    drop(state, "nested/deep.md", "not directly in the inbox")
+
+    report = ingest(state, db, events)
+
+    assert (report.accepted, report.rejected, report.skipped) == ([], [], [])
+    for name in names:
+        assert (state / "inbox" / name).exists()
+    assert (state / "inbox" / "nested" / "deep.md").exists()
+    assert rows(db) == []
+
+
+def test_young_file_is_skipped_then_taken_once_settled(
+    state: Path, db: Database, events: Events
+) -> None:
+    path = drop(state, "typing.md", "still typing", age=0)
+
+    first = ingest(state, db, events, settle_seconds=60)
+
+    assert (first.accepted, first.skipped) == ([], ["typing.md"])
+    assert path.exists()
+    settled = time.time() - 120
+    os.utime(path, (settled, settled))
+
+    second = ingest(state, db, events, settle_seconds=60)
+
+    assert second.skipped == []
+    assert len(second.accepted) == 1
+    assert not path.exists()
+
+
+def test_files_are_taken_oldest_first(state: Path, db: Database, events: Events) -> None:
+    drop(state, "b-newer.md", "second", age=10)
+    drop(state, "a-older.md", "first", age=20)
+
+    ingest(state, db, events)
+
+    assert [item.payload.text for item in pending(db)] == ["first", "second"]
+
+
+def test_name_collisions_never_overwrite(state: Path, db: Database, events: Events) -> None:
+    for round_number in range(3):
+        drop(state, "note.md", f"note {round_number}")
+        drop(state, "bad.json", f"{{bad {round_number}")
+        ingest(state, db, events)
+
+    processed = state / "inbox" / "processed"
+    rejected = state / "inbox" / "rejected"
+    assert regular_files(processed) == ["note-1.md", "note-2.md", "note.md"]
+    assert {(processed / n).read_text() for n in regular_files(processed)} == {
+        "note 0",
+        "note 1",
+        "note 2",
+    }
+    assert regular_files(rejected) == [
+        "bad-1.json",
+        "bad-1.json.reason",
+        "bad-2.json",
+        "bad-2.json.reason",
+        "bad.json",
+        "bad.json.reason",
+    ]
+    assert (rejected / "bad-2.json").read_text() == "{bad 2"
+    assert (rejected / "bad-2.json.reason").read_text().startswith("bad.json: invalid JSON")
+
+
+def test_concurrent_ingesters_record_each_file_once(state: Path, events: Events) -> None:
+    for number in range(40):
+        drop(state, f"note-{number:02}.md", f"note {number}")
+    errors: list[BaseException] = []
+
+    def run() -> None:
+        try:
+            own_db = open_db(state / "soda.db")
+            ingest(state, own_db, Events(own_db), settle_seconds=0)
+        except BaseException as exc:  # surfaced by the assertion below
+            errors.append(exc)
+
+    threads = [threading.Thread(target=run) for _ in range(4)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+
+    assert errors == []
+    db = open_db(state / "soda.db")
+    assert sorted(item.source_file or "" for item in pending(db)) == [
+        f"note-{number:02}.md" for number in range(40)
+    ]
+    assert len(regular_files(state / "inbox" / "processed")) == 40
+
+
+def test_broken_state_dir_raises(tmp_path: Path, db: Database, events: Events) -> None:
+    not_a_dir = tmp_path / "state-file"
+    not_a_dir.write_text("")
+    with pytest.raises(OSError):
+        ingest(not_a_dir, db, events)
+
+
+# --- write_input ------------------------------------------------------------
+
+
+def test_write_input_round_trips_through_ingest(state: Path, db: Database, events: Events) -> None:
+    item = HumanInput(kind="override", action="close", task_id=4, text="done by hand")
+
+    path = write_input(state, item)
+
+    assert path.parent == state / "inbox"
+    assert re.fullmatch(r"\d{8}T\d{12}Z-override-[0-9a-f]{6}\.json", path.name)
+    assert [p.name for p in (state / "inbox").iterdir()] == [path.name]  # no temp left
+    report = ingest(state, db, events, settle_seconds=0)
+    [queued] = pending(db)
+    assert report.accepted == [queued.id]
+    assert (queued.kind, queued.payload, queued.source_file) == ("override", item, path.name)
+
+
+def test_write_input_names_are_unique(state: Path) -> None:
+    item = HumanInput(kind="pause")
+    paths = {write_input(state, item) for _ in range(20)}
+    assert len(paths) == 20
+
+
+# --- the queue --------------------------------------------------------------
+
+
+def queue(state: Path, db: Database, events: Events, *texts: str) -> list[int]:
+    for age, text in enumerate(texts):
+        drop(state, f"{text}.md", text, age=100 - age)
+    return ingest(state, db, events).accepted
+
+
+def status(db: Database, row_id: int) -> dict[str, Any]:
+    return db["human_inputs"].get(row_id)
+
+
+def test_claim_then_apply(state: Path, db: Database, events: Events) -> None:
+    first, second, third = queue(state, db, events, "one", "two", "three")
+
+    assert claim(db, [first, second], iteration=7) == 2
+    assert [item.id for item in pending(db)] == [third]
+    assert status(db, first)["status"] == "claimed"
+    assert status(db, first)["claimed_iteration"] == 7
+
+    assert mark_applied(db, [first], iteration=7, response="added a test for it") == 1
+    applied = status(db, first)
+    assert applied["status"] == "applied"
+    assert applied["applied_iteration"] == 7
+    assert applied["applied_at"]
+    assert applied["response"] == "added a test for it"
+
+
+def test_claim_only_takes_pending_and_apply_never_repeats(
+    state: Path, db: Database, events: Events
+) -> None:
+    [row_id] = queue(state, db, events, "one")
+    mark_applied(db, [row_id], iteration=1, response="first")
+
+    assert claim(db, [row_id], iteration=2) == 0
+    assert mark_applied(db, [row_id], iteration=2, response="again") == 0
+    assert status(db, row_id)["response"] == "first"
+    assert claim(db, [], iteration=2) == 0
+
+
+def test_release_claims_returns_claimed_to_pending(
+    state: Path, db: Database, events: Events
+) -> None:
+    first, second = queue(state, db, events, "one", "two")
+    claim(db, [first], iteration=3)
+    mark_applied(db, [second], iteration=3, response="done")
+
+    assert release_claims(db) == 1
+
+    assert [item.id for item in pending(db)] == [first]
+    assert status(db, first)["claimed_iteration"] is None
+    assert status(db, second)["status"] == "applied"
+
+
+@pytest.mark.parametrize(
+    ("item", "line"),
+    [
+        (HumanInput(kind="override", action="close", task_id=4), "override: close task #4"),
+        (
+            HumanInput(kind="override", action="skip", task_id=2, text="flaky"),
+            "override: skip task #2 (flaky)",
+        ),
+        (
+            HumanInput(kind="override", action="constraint", text="no new deps"),
+            "override: add constraint: no new deps",
+        ),
+        (HumanInput(kind="correction", text="use\n  pathlib"), "correction: use pathlib"),
+        (
+            HumanInput(kind="spec_change", mode="amend", text="Add TOML."),
+            "spec change (amend): Add TOML.",
+        ),
+        (HumanInput(kind="approve", target=3), "approve: plan of iteration 3"),
+        (
+            HumanInput(kind="reject", target=5, text="too risky"),
+            "reject: plan of iteration 5 (too risky)",
+        ),
+        (HumanInput(kind="pause"), "pause"),
+        (HumanInput(kind="stop", text="going home"), "stop (going home)"),
+    ],
+)
+def test_describe_renders_one_line(item: HumanInput, line: str) -> None:
+    assert describe(item) == line
+
+
+def test_describe_clips_long_text() -> None:
+    line = describe(HumanInput(kind="correction", text="word " * 500))
+    assert "\n" not in line
+    assert len(line) < 400
+    assert line.endswith("…")
+
+
+# --- crash recovery ---------------------------------------------------------
+
+
+def test_file_stranded_before_its_row_is_recorded_is_ingested(
+    state: Path, db: Database, events: Events
+) -> None:
+    drop(state, ".claimed/hint.md", "use pathlib")  # died right after the claim
+
+    report = ingest(state, db, events)
+
+    assert len(report.accepted) == 1
+    assert [item.source_file for item in pending(db)] == ["hint.md"]
+    assert regular_files(state / "inbox" / ".claimed") == []
+    assert regular_files(state / "inbox" / "processed") == ["hint.md"]
+
+
+def test_file_stranded_after_its_row_is_recorded_is_not_recorded_twice(
+    state: Path, db: Database, events: Events
+) -> None:
+    drop(state, "hint.md", "use pathlib")
+    ingest(state, db, events)
+    # Recreate the moment after the insert committed and before the file moved on.
+    os.rename(state / "inbox" / "processed" / "hint.md", state / "inbox" / ".claimed" / "hint.md")
+
+    report = ingest(state, db, events)
+
+    assert report.accepted == []
+    assert len(rows(db)) == 1
+    assert regular_files(state / "inbox" / ".claimed") == []
+    assert regular_files(state / "inbox" / "processed") == ["hint.md"]
+    assert len(emitted(db, "inbox.recovered")) == 1
+
+
+def test_recover_claimed_files_says_where_each_went(
+    state: Path, db: Database, events: Events
+) -> None:
+    drop(state, "done.md", "recorded already")
+    ingest(state, db, events)
+    os.rename(state / "inbox" / "processed" / "done.md", state / "inbox" / ".claimed" / "done.md")
+    drop(state, ".claimed/fresh.md", "never recorded")
+    drop(state, ".claimed/bad.json", "{")
+    drop(state, "fresh.md", "a newer file with the same name")
+
+    moved = recover_claimed_files(state, db)
+
+    assert sorted(moved) == sorted(
+        [
+            state / "inbox" / "processed" / "done.md",
+            state / "inbox" / "fresh-1.md",
+            state / "inbox" / "bad.json",
+        ]
+    )
+    assert (state / "inbox" / "fresh.md").read_text() == "a newer file with the same name"
+    assert len(rows(db)) == 1
+
+
+def test_same_name_with_new_content_is_not_mistaken_for_recorded(
+    state: Path, db: Database, events: Events
+) -> None:
+    drop(state, "hint.md", "first advice")
+    ingest(state, db, events)
+    drop(state, ".claimed/hint.md", "different advice")
+
+    ingest(state, db, events)
+
+    assert [item.payload.text for item in pending(db)] == ["first advice", "different advice"]
+    assert regular_files(state / "inbox" / "processed") == ["hint-1.md", "hint.md"]
+
+
+def test_a_file_of_exactly_256_kib_is_accepted(state: Path, db: Database, events: Events) -> None:
+    drop(state, "long.txt", "x" * (256 * 1024))
+
+    report = ingest(state, db, events)
+
+    assert len(report.accepted) == 1
