@@ -13,9 +13,10 @@ Crash safety. The row is recorded (in a transaction) *before* the file leaves
 goes on to `processed/`). `recover_claimed_files` tells them apart by looking up
 the file name and payload in `human_inputs`, so nothing is lost and nothing is
 recorded twice (the same words dropped again under the same name and stranded
-mid-claim count as recorded: a repeat, not a new instruction). Recovery must not mistake another ingester's in-flight claim for
-a stranded one, so recovery and ingestion hold an exclusive lock on
-`inbox/.lock`; the claim rename still tolerates losing a race (the loser skips).
+mid-claim count as recorded: a repeat, not a new instruction). Recovery must not
+mistake another ingester's in-flight claim for a stranded one, so recovery and
+ingestion hold an exclusive lock on `inbox/.lock`; the claim rename still
+tolerates losing a race (the loser skips).
 """
 
 from __future__ import annotations
