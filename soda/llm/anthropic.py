@@ -1,0 +1,300 @@
+"""The Anthropic provider: soda's `Model` protocol over the official SDK's Messages API.
+
+It owns the wire format (requests with the stable prefix marked for prompt
+caching, responses turned into `ModelResponse`), the choice between JSON-schema
+structured output and a forced tool call for structured answers, and the
+translation of SDK failures into soda's error tree at this one boundary. The
+SDK's own retries are off; transient failures are retried by `soda.llm.retry`.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import time
+from collections.abc import Callable
+from typing import Any
+
+import anthropic
+from anthropic.types import Message as WireMessage
+
+from soda.config import ModelConfig
+from soda.errors import CredentialsError, ModelStopped, SodaError, StructuralError
+from soda.llm.base import (
+    EventSink,
+    Message,
+    ModelRequest,
+    ModelResponse,
+    ToolCall,
+    ToolSpec,
+    Usage,
+)
+from soda.llm.retry import RetryableError, call_with_retries
+
+DEFAULT_BASE_URL = "https://api.anthropic.com"
+EPHEMERAL = {"type": "ephemeral"}
+ANSWER_CALL_ID = "answer"
+"""Id of the ToolCall made from a JSON-schema structured answer."""
+RETRYABLE_STATUS = frozenset({408, 409, 429})
+"""Besides every 5xx (529 overloaded included): timeout, conflict, rate limit."""
+CREDENTIAL_STATUS = frozenset({401, 403})
+
+
+class AnthropicModel:
+    """A Model answered by the Anthropic Messages API."""
+
+    provider = "anthropic"
+
+    def __init__(
+        self,
+        config: ModelConfig,
+        emit: EventSink,
+        *,
+        sleep: Callable[[float], None] = time.sleep,
+    ) -> None:
+        self.config = config
+        self.emit = emit
+        self.sleep = sleep
+        self.client = make_client(config)
+
+    def complete(self, request: ModelRequest) -> ModelResponse:
+        json_mode = answers_as_json(request)
+        params = build_params(request, json_mode)
+        wire, latency_ms = call_with_retries(
+            lambda: self._send(params),
+            max_retries=self.config.max_retries,
+            max_total_wait=self.config.max_retry_wait,
+            emit=self.emit,
+            describe=f"agent {request.agent} ({request.model})",
+            sleep=self.sleep,
+        )
+        return to_response(wire, request, json_mode, latency_ms)
+
+    def _send(self, params: dict[str, Any]) -> tuple[WireMessage, int]:
+        """One attempt; its latency excludes earlier failed attempts and waits."""
+        started = time.monotonic()
+        try:
+            wire = self.client.messages.create(**params)
+        except anthropic.APIError as exc:
+            raise translate_error(exc, self.config) from exc
+        except json.JSONDecodeError as exc:
+            # The SDK hands a body that is not JSON (a cut connection, a proxy)
+            # straight to json.loads; a second try usually gets a whole one.
+            raise RetryableError(f"the response body was not valid JSON: {exc}") from exc
+        if not isinstance(wire, WireMessage):
+            raise RetryableError(f"the response was not a Messages API message: {wire!r:.200}")
+        return wire, int((time.monotonic() - started) * 1000)
+
+
+def make_client(config: ModelConfig) -> anthropic.Anthropic:
+    """An SDK client with explicit timeouts and no retries of its own."""
+    key = os.environ.get(config.api_key_env)
+    if not key:
+        raise CredentialsError(
+            f"no Anthropic API key: set the environment variable {config.api_key_env} "
+            "(or name another one in [model] api_key_env)"
+        )
+    base_url = config.base_url or os.environ.get("ANTHROPIC_BASE_URL") or DEFAULT_BASE_URL
+    # The SDK's default timeout is ten minutes and grows with max_tokens; soda's
+    # read timeout is a choice a person made in soda.toml, so it is passed as is.
+    # Writing the request and waiting for a pooled connection are as quick as
+    # connecting, so they share its limit.
+    timeout = anthropic.Timeout(
+        connect=config.connect_timeout,
+        read=config.read_timeout,
+        write=config.connect_timeout,
+        pool=config.connect_timeout,
+    )
+    return anthropic.Anthropic(api_key=key, base_url=base_url, max_retries=0, timeout=timeout)
+
+
+def translate_error(exc: anthropic.APIError, config: ModelConfig) -> SodaError:
+    """The soda error for an SDK failure: retryable, credentials, or structural."""
+    if isinstance(exc, anthropic.APITimeoutError):
+        return RetryableError(
+            f"the request timed out (connect_timeout {config.connect_timeout:g}s, "
+            f"read_timeout {config.read_timeout:g}s)"
+        )
+    if isinstance(exc, anthropic.APIConnectionError):
+        return RetryableError(f"connection failed: {exc.__cause__ or exc}")
+    if not isinstance(exc, anthropic.APIStatusError):
+        return StructuralError(f"Anthropic API answered unexpectedly: {exc}")
+    status = exc.status_code
+    detail = f"HTTP {status} {exc.type or 'error'}: {exc.api_message or exc.message}"
+    if status in RETRYABLE_STATUS or status >= 500:
+        return RetryableError(detail, retry_after=retry_after(exc.response.headers))
+    if status in CREDENTIAL_STATUS:
+        return CredentialsError(
+            f"the Anthropic API refused the key ({detail}); check the key in {config.api_key_env}"
+        )
+    return StructuralError(f"the Anthropic API rejected the request ({detail})")
+
+
+def retry_after(headers: Any) -> float | None:
+    """Seconds the server asked us to wait: `retry-after-ms`, else `retry-after`
+    in seconds; None when absent or in a form we do not read (an HTTP date)."""
+    for name, scale in (("retry-after-ms", 0.001), ("retry-after", 1.0)):
+        value = headers.get(name)
+        if value is None:
+            continue
+        try:
+            seconds = float(value) * scale
+        except ValueError:
+            continue
+        if seconds >= 0:
+            return seconds
+    return None
+
+
+def answers_as_json(request: ModelRequest) -> bool:
+    """How the structured answer travels, decided per call. With only the answer
+    tool there is nothing to loop over, so the API's JSON-schema output returns
+    the answer directly. With working tools too, the model must call a tool on
+    every turn (tool_choice any) and answers by calling the answer tool."""
+    names = {tool.name for tool in request.tools}
+    if request.answer_tool not in names:
+        raise StructuralError(
+            f"agent {request.agent}: answer tool {request.answer_tool!r} is not among "
+            f"its tools ({', '.join(sorted(names)) or 'none'})"
+        )
+    return names == {request.answer_tool}
+
+
+def build_params(request: ModelRequest, json_mode: bool) -> dict[str, Any]:
+    """Keyword arguments of `messages.create`. System prompt, tools and the first
+    user message (the spec and claims) are the stable prefix, marked for caching."""
+    params: dict[str, Any] = {
+        "model": request.model,
+        "max_tokens": request.max_tokens,
+        "messages": wire_messages(request.messages, json_mode),
+    }
+    if request.system:
+        params["system"] = [{"type": "text", "text": request.system, "cache_control": EPHEMERAL}]
+    if json_mode:
+        answer = next(tool for tool in request.tools if tool.name == request.answer_tool)
+        params["output_config"] = {"format": {"type": "json_schema", "schema": answer.input_schema}}
+    else:
+        params["tools"] = wire_tools(request.tools)
+        params["tool_choice"] = {"type": "any"}
+    return params
+
+
+def wire_tools(tools: list[ToolSpec]) -> list[dict[str, Any]]:
+    wire: list[dict[str, Any]] = [
+        {
+            "name": tool.name,
+            "description": tool.description,
+            "input_schema": tool.input_schema,
+            "strict": True,
+        }
+        for tool in tools
+    ]
+    # One breakpoint on the last tool caches every tool before it too.
+    if wire:
+        wire[-1]["cache_control"] = EPHEMERAL
+    return wire
+
+
+def wire_messages(messages: list[Message], json_mode: bool) -> list[dict[str, Any]]:
+    wire = [{"role": m.role, "content": content_blocks(m, json_mode)} for m in messages]
+    first_user = next((w for w in wire if w["role"] == "user" and w["content"]), None)
+    if first_user is not None:
+        first_user["content"][-1]["cache_control"] = EPHEMERAL
+    return wire
+
+
+def content_blocks(message: Message, json_mode: bool) -> list[dict[str, Any]]:
+    """Blocks of one turn. In JSON mode no tools are declared, and the API refuses
+    tool_use blocks without tools, so earlier answers (and the feedback on them)
+    travel as plain text."""
+    blocks: list[dict[str, Any]] = []
+    for result in message.tool_results:  # the API wants results before any text
+        if json_mode:
+            blocks.append({"type": "text", "text": result.content})
+        else:
+            blocks.append(
+                {
+                    "type": "tool_result",
+                    "tool_use_id": result.call_id,
+                    "content": result.content,
+                    "is_error": result.is_error,
+                }
+            )
+    if message.text:
+        blocks.append({"type": "text", "text": message.text})
+    for call in message.tool_calls:
+        if json_mode:
+            blocks.append({"type": "text", "text": json.dumps(call.input)})
+        else:
+            blocks.append(
+                {"type": "tool_use", "id": call.id, "name": call.name, "input": call.input}
+            )
+    return blocks
+
+
+def to_response(
+    wire: WireMessage, request: ModelRequest, json_mode: bool, latency_ms: int
+) -> ModelResponse:
+    text = "\n".join(block.text for block in wire.content if block.type == "text")
+    calls = [
+        ToolCall(id=block.id, name=block.name, input=dict(block.input))
+        for block in wire.content
+        if block.type == "tool_use"
+    ]
+    raw = wire.model_dump(mode="json")
+    stop_reason = wire.stop_reason or ""
+    check_stop(request, stop_reason, text, calls, raw)
+    if json_mode:
+        calls = [answer_call(request, text, raw)]
+    return ModelResponse(
+        text=text,
+        tool_calls=calls,
+        stop_reason=stop_reason,
+        usage=Usage(
+            input_tokens=wire.usage.input_tokens,
+            output_tokens=wire.usage.output_tokens,
+            cache_creation_tokens=wire.usage.cache_creation_input_tokens or 0,
+            cache_read_tokens=wire.usage.cache_read_input_tokens or 0,
+        ),
+        model=wire.model,
+        raw=raw,
+        latency_ms=latency_ms,
+    )
+
+
+def check_stop(
+    request: ModelRequest, stop_reason: str, text: str, calls: list[ToolCall], raw: Any
+) -> None:
+    """Raise ModelStopped when the model stopped without a usable answer."""
+    if stop_reason == "refusal":
+        said = f": {text[:300]}" if text else ""
+        raise ModelStopped("refusal", f"agent {request.agent}: the model refused{said}", raw)
+    # Calls that arrived whole before the limit are still worth running.
+    if stop_reason == "max_tokens" and not calls:
+        raise ModelStopped(
+            "max_tokens",
+            f"agent {request.agent}: the model reached max_tokens = {request.max_tokens} "
+            "before finishing its answer",
+            raw,
+        )
+
+
+def answer_call(request: ModelRequest, text: str, raw: Any) -> ToolCall:
+    """The JSON-schema answer as a call to the answer tool, as tool mode delivers it."""
+    try:
+        answer = json.loads(text)
+    except json.JSONDecodeError as exc:
+        raise ModelStopped(
+            "invalid_json",
+            f"agent {request.agent}: the structured answer is not valid JSON ({exc}): "
+            f"{text[:300]!r}",
+            raw,
+        ) from exc
+    if not isinstance(answer, dict):
+        raise ModelStopped(
+            "invalid_json",
+            f"agent {request.agent}: the structured answer is JSON but not an object: "
+            f"{text[:300]!r}",
+            raw,
+        )
+    return ToolCall(id=ANSWER_CALL_ID, name=request.answer_tool, input=answer)
