@@ -252,6 +252,27 @@ def show(
     out.print(show_iteration(_project(ctx).db, number), markup=False)
 
 
+@app.command()
+def doctor(
+    ctx: typer.Context,
+    ping: Annotated[
+        bool, typer.Option("--ping", help="Also send one tiny request to the provider.")
+    ] = False,
+) -> None:
+    """Check config, git, the test command, the state database and the provider.
+
+    Prints one pass/fail line per check; exits 1 if any failed.
+
+    Example: soda doctor --ping
+    """
+    from soda.doctor import run_checks
+
+    checks = run_checks(_project(ctx).directory, ping=ping)
+    for check in checks:
+        out.print(f"{'pass' if check.ok else 'FAIL'}  {check.name:<9} {check.detail}", markup=False)
+    raise typer.Exit(0 if all(check.ok for check in checks) else 1)
+
+
 def _say(line: str) -> None:
     out.print(line, markup=False)
 
