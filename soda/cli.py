@@ -23,7 +23,7 @@ from soda.store import Database, open_db
 
 app = typer.Typer(
     name="soda",
-    help="soda: an autonomous coding daemon. Sense -> Orient -> Decide -> Act until the spec is met.",
+    help="soda: an autonomous coding daemon. Sense, orient, decide, act until the spec is met.",
     no_args_is_help=True,
     add_completion=False,
     pretty_exceptions_enable=False,

@@ -37,7 +37,9 @@ def prepare(directory: Path) -> Path:
     python = shlex.quote(sys.executable)
     config = Config(
         project=ProjectConfig(test_command=f"{python} -m pytest -q"),
-        model=ModelConfig(provider="scripted", script=SCRIPT_PATH, strong="scripted", fast="scripted"),
+        model=ModelConfig(
+            provider="scripted", script=SCRIPT_PATH, strong="scripted", fast="scripted"
+        ),
     )
     _git(directory, "init", "-q", "-b", "main")
     init_project(directory, config)

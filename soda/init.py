@@ -102,7 +102,9 @@ def render_config(config: Config) -> str:
                 tables += _render_tables(f"{section_name}.{name}", info.description, value)
                 continue
             lines += _comment(info.description)
-            lines.append(f"{name} = {_toml(value)}" if value is not None else f"# {name} = (not set)")
+            lines.append(
+                f"{name} = {_toml(value)}" if value is not None else f"# {name} = (not set)"
+            )
         lines += tables
     return "\n".join(lines) + "\n"
 

@@ -15,7 +15,13 @@ from soda import inbox
 from soda.act import act
 from soda.contracts import Claims
 from soda.decide import Budget, Control, Decision, Kind, LoopState, decide
-from soda.errors import BudgetExhausted, ContractViolation, ModelStopped, StructuralError, TransientError
+from soda.errors import (
+    BudgetExhausted,
+    ContractViolation,
+    ModelStopped,
+    StructuralError,
+    TransientError,
+)
 from soda.orient import apply_orientation, orient
 from soda.sense import SenseInput, sense
 from soda.session import IterationRecord, Session
@@ -55,14 +61,21 @@ def iterate(session: Session, record: IterationRecord, say: Printer) -> Decision
     _consume_human_inputs(session, claims, record, orientation.summary)
     record.save(phase="decide", orient_json=orientation, intent=_intent(orientation))
     say(f"orient: {_spec_state(orientation.spec_satisfied)}; {orientation.summary}")
-    decision = decide(orientation, _loop_state(session, claims), _budget(session, claims), _control(session, claims))
+    decision = decide(
+        orientation,
+        _loop_state(session, claims),
+        _budget(session, claims),
+        _control(session, claims),
+    )
     record.save(decision=decision.kind.name, decision_reason=decision.reason)
     say(f"decide: {decision.kind.name} - {decision.reason}")
     if decision.kind is Kind.CONTINUE:
         assert orientation.iteration_plan is not None
         record.save(phase="act")
         result = act(session, orientation.iteration_plan, record.number, record.id)
-        record.save(act_json=result.to_json(), outcome=result.outcome, merged_commit=result.merged_commit)
+        record.save(
+            act_json=result.to_json(), outcome=result.outcome, merged_commit=result.merged_commit
+        )
         say(f"act: {result.outcome} - {result.detail}")
     else:
         record.save(outcome=decision.kind.name.lower())
@@ -89,16 +102,24 @@ def sense_phase(session: Session, record: IterationRecord, say: Printer) -> Clai
         inbox.claim(session.db, ids, record.number)
     record.save(phase="orient", claims_json=claims)
     say(
-        f"sense: {len(claims.code.commits)} commits since base, {len(claims.work.open)} open tasks, "
+        f"sense: {len(claims.code.commits)} commits since base, "
+        f"{len(claims.work.open)} open tasks, "
         f"{len(claims.human.pending)} human inputs"
     )
     return claims
 
 
-def _consume_human_inputs(session: Session, claims: Claims, record: IterationRecord, summary: str) -> None:
+def _consume_human_inputs(
+    session: Session, claims: Claims, record: IterationRecord, summary: str
+) -> None:
     ids = [item.id for item in claims.human.pending]
     if ids:
-        inbox.mark_applied(session.db, ids, record.number, f"read by ORIENT in iteration {record.number}: {summary}")
+        inbox.mark_applied(
+            session.db,
+            ids,
+            record.number,
+            f"read by ORIENT in iteration {record.number}: {summary}",
+        )
 
 
 def _intent(orientation: object) -> str | None:
@@ -111,7 +132,11 @@ def _spec_state(value: object) -> str:
 
 
 def _loop_state(session: Session, claims: Claims) -> LoopState:
-    return LoopState(session.iterations_in_run, session.extra.get("max_iterations", session.config.loop.max_iterations), claims.project.loop)
+    return LoopState(
+        session.iterations_in_run,
+        session.extra.get("max_iterations", session.config.loop.max_iterations),
+        claims.project.loop,
+    )
 
 
 def _budget(session: Session, claims: Claims) -> Budget:
@@ -134,7 +159,9 @@ def run_iteration(session: Session, say: Printer) -> IterationResult:
     say(f"iteration {record.number}")
     try:
         decision = iterate(session, record, say)
-        ending = {Kind.DONE: Ending.DONE, Kind.STUCK: Ending.STUCK, Kind.CONTINUE: Ending.CONTINUE}[decision.kind]
+        ending = {Kind.DONE: Ending.DONE, Kind.STUCK: Ending.STUCK, Kind.CONTINUE: Ending.CONTINUE}[
+            decision.kind
+        ]
         return IterationResult(record.number, ending, decision.reason)
     except BudgetExhausted as exc:
         record.save(decision="STUCK", decision_reason=str(exc), outcome="budget")
@@ -174,7 +201,9 @@ def _record_halt(session: Session, record: IterationRecord, exc: StructuralError
                 "created_at": now(),
             }
         )
-    record.save(decision="HALT", decision_reason=str(exc), outcome="halted", error=type(exc).__name__)
+    record.save(
+        decision="HALT", decision_reason=str(exc), outcome="halted", error=type(exc).__name__
+    )
     session.events.emit("halt", {"error": type(exc).__name__, "message": str(exc)})
 
 

@@ -35,7 +35,16 @@ def scratch_worktree(session: Session, name: str) -> Iterator[Path]:
     remove_stale(session.repo, path)
     path.parent.mkdir(parents=True, exist_ok=True)
     session.repo.git.execute(
-        ["git", *SODA_IDENTITY, "worktree", "add", "-q", "--detach", str(path), session.milestone.branch]
+        [
+            "git",
+            *SODA_IDENTITY,
+            "worktree",
+            "add",
+            "-q",
+            "--detach",
+            str(path),
+            session.milestone.branch,
+        ]
     )
     try:
         yield path
@@ -111,7 +120,8 @@ def _plan(session: Session, inputs: dict, tools: object, known: set[int]) -> Pla
             return planning
         session.events.emit("plan.rejected", {"attempt": attempt, "problems": problems})
     raise StructuralError(
-        f"planner produced an invalid plan {PLAN_REPAIRS} times; last problems: {'; '.join(problems)}"
+        f"planner produced an invalid plan {PLAN_REPAIRS} times; "
+        f"last problems: {'; '.join(problems)}"
     )
 
 
@@ -123,7 +133,9 @@ def apply_orientation(session: Session, orientation: Orientation, iteration_id: 
         _apply_update(session, update.task_id, update.action, update.reason, iteration_id)
     root = session.milestone.root_task_id
     for task in orientation.new_tasks:
-        tracker.create(task.title, task.description, parent_id=task.parent_id or root, risk=task.risk)
+        tracker.create(
+            task.title, task.description, parent_id=task.parent_id or root, risk=task.risk
+        )
     session.store_learnings(orientation.learnings, "orient", iteration_id)
     plan = orientation.iteration_plan
     if plan is None:
@@ -134,10 +146,16 @@ def apply_orientation(session: Session, orientation: Orientation, iteration_id: 
             created = tracker.create(task.title, task.description, parent_id=root, risk=task.risk)
             task = task.model_copy(update={"task_id": created.id})
         bound.append(task)
-    return orientation.model_copy(update={"iteration_plan": IterationPlan(intent=plan.intent, approach=plan.approach, tasks=bound)})
+    return orientation.model_copy(
+        update={
+            "iteration_plan": IterationPlan(intent=plan.intent, approach=plan.approach, tasks=bound)
+        }
+    )
 
 
-def _apply_update(session: Session, task_id: int, action: str, reason: str, iteration_id: int) -> None:
+def _apply_update(
+    session: Session, task_id: int, action: str, reason: str, iteration_id: int
+) -> None:
     tracker = session.tracker
     try:
         task = tracker.show(task_id)

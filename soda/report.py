@@ -47,12 +47,21 @@ def show_iteration(db: Database, number: int) -> str:
     row = db.execute("SELECT * FROM iterations WHERE number = ?", [number]).fetchone()
     if row is None:
         raise InputError(f"no iteration {number} (see `soda history`)")
-    it = dict(zip([c[0] for c in db.execute("SELECT * FROM iterations LIMIT 0").description], row, strict=True))
+    it = dict(
+        zip(
+            [c[0] for c in db.execute("SELECT * FROM iterations LIMIT 0").description],
+            row,
+            strict=True,
+        )
+    )
     lines = [
         f"iteration {number} (run {it['run_id']}), started {it['started_at']}, "
-        f"{'ended ' + it['ended_at'] if it['ended_at'] else 'unfinished, last phase ' + it['phase']}",
+        + (
+            f"ended {it['ended_at']}" if it["ended_at"] else f"unfinished, last phase {it['phase']}"
+        ),
         f"decision: {it['decision'] or '-'}: {it['decision_reason'] or ''}",
-        f"outcome: {it['outcome'] or '-'}" + (f", merged {it['merged_commit']}" if it["merged_commit"] else ""),
+        f"outcome: {it['outcome'] or '-'}"
+        + (f", merged {it['merged_commit']}" if it["merged_commit"] else ""),
     ]
     if it["error"]:
         lines.append(f"error: {it['error']}")
@@ -73,7 +82,8 @@ def _claims_summary(raw: str | None) -> list[str]:
     return [
         "",
         "SENSE",
-        f"  milestone {code['branch']} at {code['head'][:10]}, {code['commits_total']} commits since base",
+        f"  milestone {code['branch']} at {code['head'][:10]}, "
+        f"{code['commits_total']} commits since base",
         f"  tasks: {len(work['open'])} open, {len(work['in_progress'])} in progress, "
         f"{len(work['blocked'])} blocked, {len(work['recently_closed'])} recently closed",
         f"  human inputs pending: {len(human['pending'])}",
@@ -111,13 +121,17 @@ def _act_summary(raw: str | None) -> list[str]:
     lines = ["", "ACT", f"  {a['outcome']}: {a['detail']}", f"  baseline: {a['baseline']}"]
     if a.get("after"):
         lines.append(f"  after: {a['after']}")
-    lines += [f"  task {t['key']} (#{t['task_id']}): {t['status']} {t['reason']}".rstrip() for t in a["tasks"]]
+    lines += [
+        f"  task {t['key']} (#{t['task_id']}): {t['status']} {t['reason']}".rstrip()
+        for t in a["tasks"]
+    ]
     return lines
 
 
 def _human_summary(db: Database, number: int) -> list[str]:
     rows = db.execute(
-        "SELECT id, kind, payload_json, response FROM human_inputs WHERE applied_iteration = ? ORDER BY id",
+        "SELECT id, kind, payload_json, response FROM human_inputs"
+        " WHERE applied_iteration = ? ORDER BY id",
         [number],
     ).fetchall()
     if not rows:
@@ -132,7 +146,8 @@ def _human_summary(db: Database, number: int) -> list[str]:
 
 def _halt_summary(db: Database, iteration_id: int) -> list[str]:
     rows = db.execute(
-        "SELECT agent, error_type, message, violation_path, violation_rule FROM halts WHERE iteration_id = ?",
+        "SELECT agent, error_type, message, violation_path, violation_rule FROM halts"
+        " WHERE iteration_id = ?",
         [iteration_id],
     ).fetchall()
     lines = []
@@ -152,10 +167,14 @@ def _calls_summary(db: Database, iteration_id: int) -> list[str]:
     ).fetchall()
     if not rows:
         return []
-    lines = ["", "AGENT CALLS (agent, model, turn: tokens in/out, cache write/read, cost, latency, stop)"]
+    lines = [
+        "",
+        "AGENT CALLS (agent, model, turn: tokens in/out, cache write/read, cost, latency, stop)",
+    ]
     for agent, model, turn, tin, tout, cw, cr, cost, latency, stop in rows:
         lines.append(
-            f"  {agent:<9} {model} t{turn}: {tin}/{tout} tok, cache {cw}/{cr}, ${cost:.4f}, {latency} ms, {stop}"
+            f"  {agent:<9} {model} t{turn}: {tin}/{tout} tok, cache {cw}/{cr}, "
+            f"${cost:.4f}, {latency} ms, {stop}"
         )
     total = sum(r[7] for r in rows)
     lines.append(f"  {len(rows)} calls, ${total:.4f}")

@@ -112,7 +112,9 @@ def terminal_tools(agent: Agent) -> list[ToolSpec]:
         tools.append(
             ToolSpec(
                 name=GIVE_UP,
-                description="Stop without finishing: say what blocks you and what would unblock it.",
+                description=(
+                    "Stop without finishing: say what blocks you and what would unblock it."
+                ),
                 input_schema={
                     "type": "object",
                     "properties": {"reason": {"type": "string"}},
@@ -178,7 +180,10 @@ class AgentRunner:
             answer = self._terminal(agent, response, turn)
             if answer is not None:
                 return answer
-            results = [self._call_tool(toolbox, call.id, call.name, call.input) for call in response.tool_calls]
+            results = [
+                self._call_tool(toolbox, call.id, call.name, call.input)
+                for call in response.tool_calls
+            ]
             messages.append(Message(role="user", tool_results=results))
         raise ModelStopped(
             "turn_limit",
@@ -271,5 +276,6 @@ class CallRecorder:
         if tokens > budget.max_tokens_per_iteration:
             raise BudgetExhausted(
                 f"budget exhausted: this iteration used {tokens:,} tokens, over "
-                f"max_tokens_per_iteration {budget.max_tokens_per_iteration:,} ([budget] in soda.toml)"
+                f"max_tokens_per_iteration {budget.max_tokens_per_iteration:,} "
+                "([budget] in soda.toml)"
             )

@@ -67,19 +67,23 @@ class Session:
         tracker = SqliteTracker(db, milestone_name(config))
         milestone = start_milestone(config, repo, tracker)
         with db.conn:
-            run_id = db["runs"].insert(
-                {
-                    "started_at": now(),
-                    "spec_path": config.project.spec,
-                    "milestone": milestone.name,
-                    "milestone_branch": milestone.branch,
-                    "base_branch": config.project.base_branch,
-                    "base_commit": milestone.base_commit,
-                    "provider": model.provider,
-                    "status": "running",
-                    "pid": os.getpid(),
-                }
-            ).last_pk
+            run_id = (
+                db["runs"]
+                .insert(
+                    {
+                        "started_at": now(),
+                        "spec_path": config.project.spec,
+                        "milestone": milestone.name,
+                        "milestone_branch": milestone.branch,
+                        "base_branch": config.project.base_branch,
+                        "base_commit": milestone.base_commit,
+                        "provider": model.provider,
+                        "status": "running",
+                        "pid": os.getpid(),
+                    }
+                )
+                .last_pk
+            )
         events.run_id = run_id
         recorder = CallRecorder(db, config, model.provider, events)
         recorder.run_id = run_id
@@ -99,13 +103,23 @@ class Session:
 
     def store_learnings(self, learnings: list[str], agent: str, iteration_id: int) -> None:
         """Keep new learnings; one already active is not stored twice."""
-        existing = {row[0] for row in self.db.execute("SELECT text FROM learnings WHERE active = 1")}
-        fresh = list(dict.fromkeys(t.strip() for t in learnings if t.strip() and t.strip() not in existing))
+        existing = {
+            row[0] for row in self.db.execute("SELECT text FROM learnings WHERE active = 1")
+        }
+        fresh = list(
+            dict.fromkeys(t.strip() for t in learnings if t.strip() and t.strip() not in existing)
+        )
         if not fresh:
             return
         with self.db.conn:
             self.db["learnings"].insert_all(
-                {"text": text, "source_agent": agent, "iteration_id": iteration_id, "active": 1, "created_at": now()}
+                {
+                    "text": text,
+                    "source_agent": agent,
+                    "iteration_id": iteration_id,
+                    "active": 1,
+                    "created_at": now(),
+                }
                 for text in fresh
             )
 
@@ -117,9 +131,13 @@ class Session:
         self.iterations_in_run += 1
         number = self.next_iteration_number()
         with self.db.conn:
-            iteration_id = self.db["iterations"].insert(
-                {"run_id": self.run_id, "number": number, "started_at": now(), "phase": "sense"}
-            ).last_pk
+            iteration_id = (
+                self.db["iterations"]
+                .insert(
+                    {"run_id": self.run_id, "number": number, "started_at": now(), "phase": "sense"}
+                )
+                .last_pk
+            )
         self.recorder.iteration_id = iteration_id
         self.recorder.reset()
         self.events.iteration_id = iteration_id
@@ -175,7 +193,9 @@ def start_milestone(config: Config, repo: Repo, tracker: SqliteTracker) -> Miles
     try:
         base_commit = repo.git.merge_base(base, branch)
     except git.GitCommandError as exc:
-        raise UserError(f"{branch} and {base} share no history; delete {branch} or fix base_branch") from exc
+        raise UserError(
+            f"{branch} and {base} share no history; delete {branch} or fix base_branch"
+        ) from exc
     root = tracker.root()
     if root is None:
         spec = config.spec_path.read_text(encoding="utf-8")

@@ -78,7 +78,9 @@ def test_cancelled_plan_skips_pending_tasks() -> None:
     assert "cancelled" in report.outcomes[1].reason
 
 
-def report(passed: set[str], failed: set[str] = frozenset(), rc: int = 0, detailed: bool = True) -> TestReport:
+def report(
+    passed: set[str], failed: set[str] = frozenset(), rc: int = 0, detailed: bool = True
+) -> TestReport:
     return TestReport(rc, False, frozenset(passed), frozenset(failed), detailed)
 
 
@@ -86,15 +88,27 @@ def report(passed: set[str], failed: set[str] = frozenset(), rc: int = 0, detail
     ("baseline", "after", "ok", "fragment"),
     [
         (report({"a"}, {"b"}, 1), report({"a", "b"}), True, "no regressions"),
-        (report({"a", "b"}), report({"a"}, {"b"}, 1), False, "1 test(s) passed before and fail now: b"),
+        (
+            report({"a", "b"}),
+            report({"a"}, {"b"}, 1),
+            False,
+            "1 test(s) passed before and fail now: b",
+        ),
         (report({"a", "b"}), report({"a"}), False, "passed before"),  # a vanished test counts
         (report({"a"}, {"b"}, 1), report({"a"}, {"b"}, 1), True, "no regressions"),
         (report(set(), rc=1, detailed=False), report(set(), rc=0, detailed=False), True, "passed"),
-        (report(set(), rc=0, detailed=False), report(set(), rc=1, detailed=False), False, "exit code 1"),
+        (
+            report(set(), rc=0, detailed=False),
+            report(set(), rc=1, detailed=False),
+            False,
+            "exit code 1",
+        ),
         (report({"a"}), TestReport(None, True), False, "timed out"),
     ],
 )
-def test_gate_fails_closed(baseline: TestReport, after: TestReport, ok: bool, fragment: str) -> None:
+def test_gate_fails_closed(
+    baseline: TestReport, after: TestReport, ok: bool, fragment: str
+) -> None:
     verdict = gate(baseline, after)
     assert verdict.ok is ok
     assert fragment in verdict.reason

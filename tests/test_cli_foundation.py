@@ -59,7 +59,10 @@ def test_init_leaves_a_tracked_gitignore_alone(repo: Path) -> None:
 def test_init_outside_git_says_so(tmp_path: Path) -> None:
     result = soda("init", cwd=tmp_path)
     assert result.returncode == 2
-    assert result.stderr.strip() == f"soda: {tmp_path} is not inside a git repository (run `git init` there first)"
+    assert (
+        result.stderr.strip()
+        == f"soda: {tmp_path} is not inside a git repository (run `git init` there first)"
+    )
     assert not (tmp_path / "soda.toml").exists()
 
 

@@ -40,7 +40,17 @@ def test_wheel_contains_agents_and_schemas(wheel: Path) -> None:
 def test_installed_wheel_runs_from_an_unrelated_directory(wheel: Path, tmp_path: Path) -> None:
     target = tmp_path / "site"
     subprocess.run(
-        [sys.executable, "-m", "pip", "install", "--no-deps", "-q", "--target", str(target), str(wheel)],
+        [
+            sys.executable,
+            "-m",
+            "pip",
+            "install",
+            "--no-deps",
+            "-q",
+            "--target",
+            str(target),
+            str(wheel),
+        ],
         check=True,
         capture_output=True,
         timeout=300,
@@ -52,12 +62,20 @@ def test_installed_wheel_runs_from_an_unrelated_directory(wheel: Path, tmp_path:
     def soda(*args: str, cwd: Path = elsewhere) -> subprocess.CompletedProcess[str]:
         return subprocess.run(
             [sys.executable, str(target / "bin" / "soda"), *args],
-            cwd=cwd, env=env, capture_output=True, text=True, timeout=60,
+            cwd=cwd,
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=60,
         )
 
     where = subprocess.run(
         [sys.executable, "-c", "import soda.resources as r; print(r.resource_dir('schemas'))"],
-        cwd=elsewhere, env=env, capture_output=True, text=True, check=True,
+        cwd=elsewhere,
+        env=env,
+        capture_output=True,
+        text=True,
+        check=True,
     ).stdout.strip()
     assert where == str(target / "soda" / "_bundled" / "schemas")
 

@@ -36,7 +36,8 @@ def test_foreign_keys_are_enforced(tmp_path: Path) -> None:
     db = open_db(tmp_path / "soda.db")
     with pytest.raises(sqlite3.IntegrityError):
         db.execute(
-            "INSERT INTO task_comments (task_id, author, body, created_at) VALUES (99, 'x', 'y', 'z')"
+            "INSERT INTO task_comments (task_id, author, body, created_at)"
+            " VALUES (99, 'x', 'y', 'z')"
         )
 
 

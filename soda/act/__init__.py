@@ -10,13 +10,14 @@ result: completed tasks close only when their work merged.
 
 from __future__ import annotations
 
+import contextlib
 from dataclasses import dataclass, field
 
 from soda.act.execute import ExecutionReport, TaskOutcome, execute_plan
 from soda.act.tests import TestReport, gate, run_tests
 from soda.act.workspace import Workspace, create_workspace, delete_branch, merge_into_milestone
-from soda.errors import InputError
 from soda.contracts import ExecuteResult, IterationPlan, PlanTask
+from soda.errors import InputError
 from soda.runtime import load_agent
 from soda.session import Session
 from soda.tools import worktree_tools
@@ -67,7 +68,10 @@ def act(session: Session, plan: IterationPlan, number: int, iteration_id: int) -
 
 def _merged_or_empty(session: Session, ws: Workspace) -> bool:
     milestone = session.repo.git.rev_parse(session.milestone.branch)
-    return bool(session.repo.git.merge_base("--is-ancestor", ws.branch, milestone, with_exceptions=False) == "")
+    return bool(
+        session.repo.git.merge_base("--is-ancestor", ws.branch, milestone, with_exceptions=False)
+        == ""
+    )
 
 
 def _run_task(
@@ -80,14 +84,21 @@ def _run_task(
 ) -> TaskOutcome:
     before = ws.head()
     sandbox = Sandbox(ws.path, extra_deny=[session.config.state_dir])
-    tools = worktree_tools(sandbox, session.config.act.command_timeout, session.config.act.output_limit)
+    tools = worktree_tools(
+        sandbox, session.config.act.command_timeout, session.config.act.output_limit
+    )
     task_input = task.model_dump(mode="json")
     if missing:
         task_input["note"] = f"dependencies {missing} did not finish; work with what exists"
-    learnings = [row[0] for row in session.db.execute(
-        "SELECT text FROM learnings WHERE active = 1 ORDER BY id DESC LIMIT 20"
-    )]
-    session.events.emit("act.task.start", {"key": task.id, "task_id": task.task_id, "title": task.title})
+    learnings = [
+        row[0]
+        for row in session.db.execute(
+            "SELECT text FROM learnings WHERE active = 1 ORDER BY id DESC LIMIT 20"
+        )
+    ]
+    session.events.emit(
+        "act.task.start", {"key": task.id, "task_id": task.task_id, "title": task.title}
+    )
     if task.task_id is not None:
         session.tracker.start(task.task_id)
     answer = session.runner.run(
@@ -122,9 +133,16 @@ def _finalize(
 ) -> ActResult:
     tasks = report.to_json()
     if not report.completed:
-        return ActResult("nothing_completed", "no task finished", baseline=baseline.summary(), tasks=tasks)
+        return ActResult(
+            "nothing_completed", "no task finished", baseline=baseline.summary(), tasks=tasks
+        )
     if ws.head() == ws.fork_point:
-        return ActResult("no_changes", "tasks finished without changing files", baseline=baseline.summary(), tasks=tasks)
+        return ActResult(
+            "no_changes",
+            "tasks finished without changing files",
+            baseline=baseline.summary(),
+            tasks=tasks,
+        )
     if not ws.catch_up():
         return ActResult(
             "conflict",
@@ -136,7 +154,13 @@ def _finalize(
     verdict = gate(baseline, after)
     session.events.emit("act.gate", {"ok": verdict.ok, "reason": verdict.reason})
     if not verdict.ok:
-        return ActResult("gate_failed", verdict.reason, baseline=baseline.summary(), after=after.summary(), tasks=tasks)
+        return ActResult(
+            "gate_failed",
+            verdict.reason,
+            baseline=baseline.summary(),
+            after=after.summary(),
+            tasks=tasks,
+        )
     summaries = "\n".join(f"- {o.task.title}" for o in report.completed)
     message = (
         f"soda: {plan.intent}\n\n{summaries}\n\n"
@@ -145,11 +169,18 @@ def _finalize(
     commit = merge_into_milestone(ws, message)
     session.events.emit("act.merged", {"commit": commit, "branch": session.milestone.branch})
     return ActResult(
-        "merged", verdict.reason, merged_commit=commit, baseline=baseline.summary(), after=after.summary(), tasks=tasks
+        "merged",
+        verdict.reason,
+        merged_commit=commit,
+        baseline=baseline.summary(),
+        after=after.summary(),
+        tasks=tasks,
     )
 
 
-def _record_trace(session: Session, report: ExecutionReport, result: ActResult, iteration_id: int) -> None:
+def _record_trace(
+    session: Session, report: ExecutionReport, result: ActResult, iteration_id: int
+) -> None:
     tracker = session.tracker
     merged = result.outcome == "merged"
     for outcome in report.outcomes:
@@ -158,9 +189,14 @@ def _record_trace(session: Session, report: ExecutionReport, result: ActResult, 
             continue
         if outcome.status == "completed" and merged:
             if tracker.show(task_id).status != "closed":
-                tracker.close(task_id, f"merged in {result.merged_commit[:10] if result.merged_commit else ''}")
+                tracker.close(
+                    task_id,
+                    f"merged in {result.merged_commit[:10] if result.merged_commit else ''}",
+                )
         elif outcome.status == "completed":
-            tracker.comment(task_id, "soda", f"work not merged: {result.outcome}: {result.detail}", iteration_id)
+            tracker.comment(
+                task_id, "soda", f"work not merged: {result.outcome}: {result.detail}", iteration_id
+            )
             _reopen(session, task_id)
         elif outcome.status == "gave_up":
             tracker.block(task_id, outcome.reason or "executor could not complete it")
@@ -186,7 +222,5 @@ def _reopen(session: Session, task_id: int) -> None:
 
 def _safe(action: object) -> None:
     """Apply one executor suggestion to Trace; a bad task id is skipped, not fatal."""
-    try:
+    with contextlib.suppress(InputError):
         action()  # type: ignore[operator]
-    except InputError:
-        pass

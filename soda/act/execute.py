@@ -64,7 +64,9 @@ def plan_problems(plan: IterationPlan, known_task_ids: set[int]) -> list[str]:
         if unknown:
             problems.append(f"task {task.id!r} depends on unknown keys {unknown}")
         if task.task_id is not None and task.task_id not in known_task_ids:
-            problems.append(f"task {task.id!r} names Trace task {task.task_id}, which does not exist")
+            problems.append(
+                f"task {task.id!r} names Trace task {task.task_id}, which does not exist"
+            )
     if not problems:
         try:
             batches(plan)
@@ -94,7 +96,9 @@ RunTask = Callable[[PlanTask, list[str]], TaskOutcome]
 """Runs one task; the list names dependencies that did not finish (partial context)."""
 
 
-def execute_plan(plan: IterationPlan, run_task: RunTask, cancelled: Callable[[], bool]) -> ExecutionReport:
+def execute_plan(
+    plan: IterationPlan, run_task: RunTask, cancelled: Callable[[], bool]
+) -> ExecutionReport:
     report = ExecutionReport()
     status: dict[str, str] = {}
     for batch in batches(plan):
@@ -103,7 +107,9 @@ def execute_plan(plan: IterationPlan, run_task: RunTask, cancelled: Callable[[],
             if cancelled():
                 outcome = TaskOutcome(task, "skipped", reason="plan cancelled by a person")
             elif task.depends_on and len(failed_deps) == len(task.depends_on):
-                outcome = TaskOutcome(task, "skipped", reason=f"dependencies did not finish: {failed_deps}")
+                outcome = TaskOutcome(
+                    task, "skipped", reason=f"dependencies did not finish: {failed_deps}"
+                )
             else:
                 outcome = run_task(task, failed_deps)
             status[task.id] = outcome.status

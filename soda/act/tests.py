@@ -92,8 +92,14 @@ def gate(baseline: TestReport, after: TestReport) -> GateResult:
         regressions = tuple(sorted(baseline.passed - after.passed))
         if regressions:
             shown = ", ".join(regressions[:5]) + (" ..." if len(regressions) > 5 else "")
-            return GateResult(False, f"{len(regressions)} test(s) passed before and fail now: {shown}", regressions)
+            return GateResult(
+                False,
+                f"{len(regressions)} test(s) passed before and fail now: {shown}",
+                regressions,
+            )
         return GateResult(True, f"no regressions ({after.summary()})")
     if after.returncode == 0:
         return GateResult(True, "test command passed")
-    return GateResult(False, f"test command failed with exit code {after.returncode} and gave no per-test report")
+    return GateResult(
+        False, f"test command failed with exit code {after.returncode} and gave no per-test report"
+    )

@@ -9,6 +9,7 @@ removed in every case by `Workspace.remove`, which the caller runs in a `finally
 
 from __future__ import annotations
 
+import contextlib
 import shutil
 from dataclasses import dataclass
 from pathlib import Path
@@ -80,10 +81,8 @@ class Workspace:
             self.repo.git.worktree("remove", "--force", str(self.path))
         except git.GitCommandError:
             shutil.rmtree(self.path, ignore_errors=True)
-        try:
+        with contextlib.suppress(git.GitCommandError):
             self.repo.git.worktree("prune")
-        except git.GitCommandError:
-            pass
 
 
 def create_workspace(repo: Repo, worktrees: Path, milestone_branch: str, name: str) -> Workspace:
@@ -118,15 +117,11 @@ def merge_into_milestone(ws: Workspace, message: str) -> str:
     if _git(repo, "merge-base", milestone_head, work_head) != milestone_head:
         raise GitError(f"{ws.branch} does not contain {ws.milestone_branch}; refusing to merge")
     tree = _git(repo, "rev-parse", f"{work_head}^{{tree}}")
-    commit = _git(
-        repo, "commit-tree", tree, "-p", milestone_head, "-p", work_head, "-m", message
-    )
+    commit = _git(repo, "commit-tree", tree, "-p", milestone_head, "-p", work_head, "-m", message)
     _git(repo, "update-ref", f"refs/heads/{ws.milestone_branch}", commit, milestone_head)
     return commit
 
 
 def delete_branch(repo: Repo, branch: str) -> None:
-    try:
+    with contextlib.suppress(git.GitCommandError):
         repo.git.branch("-D", branch)
-    except git.GitCommandError:
-        pass

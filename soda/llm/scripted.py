@@ -66,7 +66,10 @@ class ScriptedModel:
                 f"model script {self.source} response {index} is for agent {expected}, "
                 f"but agent {request.agent} asked"
             )
-        calls = [self._tool_call(request, index, n, call) for n, call in enumerate(entry.get("tool_calls", []))]
+        calls = [
+            self._tool_call(request, index, n, call)
+            for n, call in enumerate(entry.get("tool_calls", []))
+        ]
         usage = Usage(**entry.get("usage", {}))
         return ModelResponse(
             text=entry.get("text", ""),
