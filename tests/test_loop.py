@@ -1,0 +1,223 @@
+"""The loop end to end on real repositories, with the scripted model: DONE, STUCK,
+HALT, a refused merge, and the demo through the real CLI."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from soda.config import load
+from soda.demo import SCRIPT_PATH, prepare
+from soda.loop import Ending, run_loop
+from soda.session import Session
+from tests.conftest import git
+
+ROOT = Path(__file__).resolve().parent.parent
+DEMO_SCRIPT = json.loads((ROOT / "soda" / "demo" / "script.json").read_text())["responses"]
+
+
+def soda(*args: str, cwd: Path, timeout: float = 120) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "soda", *args],
+        cwd=cwd,
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+    )
+
+
+def project(tmp_path: Path, responses: list[dict[str, Any]]) -> Path:
+    """The demo's sample project, with its own script of model responses."""
+    root = tmp_path / "project"
+    prepare(root)
+    python = json.dumps(sys.executable)[1:-1]
+    text = json.dumps({"responses": responses}).replace("{python}", python)
+    (root / SCRIPT_PATH).write_text(text)
+    return root
+
+
+def run(root: Path, **kwargs: Any):
+    lines: list[str] = []
+    session = Session.open(load(root / "soda.toml"))
+    result = run_loop(session, lines.append, **kwargs)
+    return result, lines, session
+
+
+def submit(agent: str, data: dict[str, Any]) -> dict[str, Any]:
+    return {"agent": agent, "tool_calls": [{"name": "submit", "input": data}]}
+
+
+VERIFIED = submit(
+    "verifier", {"checks": [], "task_updates": [], "learnings": [], "summary": "checked"}
+)
+NOT_MET = submit(
+    "assessor",
+    {"spec_satisfied": False, "confidence": "high", "gaps": [], "summary": "not met"},
+)
+
+
+def test_demo_script_runs_to_done(tmp_path: Path) -> None:
+    root = project(tmp_path, DEMO_SCRIPT)
+    result, lines, session = run(root)
+    assert result.ending is Ending.DONE, lines
+    rows = list(session.db["iterations"].rows)
+    assert [(r["number"], r["decision"], r["outcome"]) for r in rows] == [
+        (1, "CONTINUE", "merged"),
+        (2, "DONE", "done"),
+    ]
+    merged = rows[0]["merged_commit"]
+    assert git(root, "rev-parse", "soda/spec") == merged
+    assert "Soda-Iteration: 1" in git(root, "log", "-1", "--format=%B", "soda/spec")
+    # The user's checkout is untouched: still on main, calc.py without the new code.
+    assert git(root, "branch", "--show-current") == "main"
+    assert "def divide" not in (root / "calc.py").read_text()
+    assert "def divide" in git(root, "show", "soda/spec:calc.py")
+    assert not any((root / "state" / "worktrees").iterdir())
+    tasks = {t.id: t.status for t in session.tracker.list()}
+    assert tasks[2] == "closed"
+    assert session.db.execute("SELECT status FROM runs").fetchone()[0] == "done"
+    calls = session.db.execute("SELECT count(*) FROM agent_calls").fetchone()[0]
+    assert calls == len(DEMO_SCRIPT)
+
+
+def test_contract_violation_halts_with_the_path(tmp_path: Path) -> None:
+    bad = submit(
+        "verifier",
+        {"checks": [], "task_updates": [], "learnings": [], "summary": 42},
+    )
+    root = project(tmp_path, [bad])
+    result, _, session = run(root)
+    assert result.ending is Ending.HALT
+    halt = next(iter(session.db["halts"].rows))
+    assert halt["agent"] == "verifier"
+    assert halt["violation_path"] == "$.summary"
+    assert halt["violation_rule"] == "type"
+    assert json.loads(halt["raw_output"])["summary"] == 42
+    iteration = next(iter(session.db["iterations"].rows))
+    assert (iteration["decision"], iteration["outcome"]) == ("HALT", "halted")
+    assert iteration["ended_at"] is not None
+
+
+def test_no_actionable_work_is_stuck_with_the_reason(tmp_path: Path) -> None:
+    planner = submit(
+        "planner",
+        {
+            "actionable_work_exists": False,
+            "new_tasks": [],
+            "iteration_plan": None,
+            "stuck_reason": "Which rounding mode should divide use? Tell me with soda tell.",
+            "learnings": [],
+        },
+    )
+    root = project(tmp_path, [VERIFIED, NOT_MET, planner])
+    result, _, _ = run(root)
+    assert result.ending is Ending.STUCK
+    assert "rounding mode" in result.reason
+
+
+def plan_with(task: dict[str, Any]) -> dict[str, Any]:
+    return submit(
+        "planner",
+        {
+            "actionable_work_exists": True,
+            "new_tasks": [],
+            "stuck_reason": None,
+            "learnings": [],
+            "iteration_plan": {"intent": "break things", "approach": "-", "tasks": [task]},
+        },
+    )
+
+
+TASK = {
+    "id": "a",
+    "task_id": None,
+    "title": "Rewrite add",
+    "description": "-",
+    "depends_on": [],
+    "risk": "low",
+    "tool_hints": [],
+}
+
+
+def test_regression_is_not_merged(tmp_path: Path) -> None:
+    breaks_add = {
+        "agent": "executor",
+        "tool_calls": [
+            {
+                "name": "edit_file",
+                "input": {"path": "calc.py", "old": "return a + b", "new": "return a - b"},
+            }
+        ],
+    }
+    done = submit(
+        "executor",
+        {
+            "tasks_completed": [2],
+            "tasks_blocked": [],
+            "task_comments": [],
+            "new_subtasks": [],
+            "learnings": [],
+            "summary": "rewrote add",
+        },
+    )
+    root = project(tmp_path, [VERIFIED, NOT_MET, plan_with(TASK), breaks_add, done])
+    before = git(root, "rev-parse", "soda/spec")
+    result, _, session = run(root, once=True)
+    assert result.ending is Ending.CONTINUE
+    row = next(iter(session.db["iterations"].rows))
+    assert row["outcome"] == "gate_failed"
+    assert "test_add" in json.loads(row["act_json"])["detail"]
+    assert git(root, "rev-parse", "soda/spec") == before
+    assert session.tracker.show(2).status == "open"
+    assert not any((root / "state" / "worktrees").iterdir())
+
+
+def test_executor_refused_outside_the_worktree_halts_the_replay(tmp_path: Path) -> None:
+    escape = {
+        "agent": "executor",
+        "tool_calls": [
+            {"name": "write_file", "input": {"path": "../../outside.txt", "content": "x"}}
+        ],
+    }
+    root = project(tmp_path, [VERIFIED, NOT_MET, plan_with(TASK), escape, escape])
+    result, _, _ = run(root)
+    assert result.ending is Ending.HALT
+    assert "refused" in result.reason
+    assert not (tmp_path / "outside.txt").exists()
+    assert not (root / "state" / "outside.txt").exists()
+
+
+@pytest.mark.slow
+def test_soda_demo_cli(tmp_path: Path) -> None:
+    target = tmp_path / "demo"
+    result = soda("demo", "--dir", str(target), cwd=tmp_path)
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert "SCRIPTED" in result.stdout
+    assert "DONE" in result.stdout
+    import sqlite3
+
+    db = sqlite3.connect(target / "state" / "soda.db")
+    decisions = [r[0] for r in db.execute("SELECT decision FROM iterations ORDER BY number")]
+    assert decisions == ["CONTINUE", "DONE"]
+    assert "Soda-Iteration: 1" in git(target, "log", "-1", "--format=%B", "soda/spec")
+    # The sample project's tests pass at the milestone head.
+    checkout = tmp_path / "check"
+    git(target, "worktree", "add", "-q", str(checkout), "soda/spec")
+    tests = subprocess.run(
+        [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider"],
+        cwd=checkout,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert tests.returncode == 0, tests.stdout
+    history = soda("history", cwd=target)
+    assert history.returncode == 0
+    assert "CONTINUE" in history.stdout and "DONE" in history.stdout
+    show = soda("show", "1", cwd=target)
+    assert "merged" in show.stdout and "AGENT CALLS" in show.stdout
