@@ -54,7 +54,9 @@ def scratch_worktree(session: Session, name: str) -> Iterator[Path]:
 
 def orient(session: Session, claims: Claims, number: int) -> Orientation:
     with scratch_worktree(session, f"orient-{number}") as path:
-        sandbox = Sandbox(path, extra_deny=[session.config.state_dir])
+        # The worktree lives inside state/, so everything outside it (the database
+        # included) is already out of reach; only .git inside it needs denying.
+        sandbox = Sandbox(path)
         tools = read_only_tools(sandbox)
         inputs = {"spec": session.spec_text(), "claims": claims}
         known = {task.id for task in session.tracker.list()}

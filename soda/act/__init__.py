@@ -83,7 +83,7 @@ def _run_task(
     baseline: TestReport,
 ) -> TaskOutcome:
     before = ws.head()
-    sandbox = Sandbox(ws.path, extra_deny=[session.config.state_dir])
+    sandbox = Sandbox(ws.path)  # outside the worktree (state/ included) is out of reach
     tools = worktree_tools(
         sandbox, session.config.act.command_timeout, session.config.act.output_limit
     )

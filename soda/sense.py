@@ -1,0 +1,198 @@
+"""SENSE: the four claim groups (code, work, project, human), gathered by bounded,
+deterministic queries. No LLM. Every list is capped so that what SENSE returns,
+and how long it takes, does not grow with the repository's age."""
+
+from __future__ import annotations
+
+import json
+import re
+from dataclasses import dataclass
+
+from git import Repo
+from sqlite_utils import Database
+
+from soda.config import Config
+from soda.contracts import (
+    BudgetStatus,
+    Claims,
+    CodeClaims,
+    CommentBrief,
+    Commit,
+    HumanClaims,
+    HumanInput,
+    HumanItem,
+    IterationBrief,
+    LoopStatus,
+    ProjectClaims,
+    TaskBrief,
+    WorkClaims,
+)
+from soda.trace import SqliteTracker, Task
+
+MAX_COMMITS = 20
+MAX_FILES = 100
+MAX_DIFFSTAT_CHARS = 4000
+MAX_UNCOMMITTED = 50
+MAX_TASKS_PER_GROUP = 50
+MAX_COMMENTS = 20
+MAX_RECENT_ITERATIONS = 5
+MAX_LEARNINGS = 20
+MAX_HUMAN = 20
+
+
+@dataclass(frozen=True)
+class SenseInput:
+    repo_path: object
+    milestone_branch: str
+    base_commit: str
+    milestone: str
+    run_id: int
+    iteration: int
+    iteration_in_run: int
+    config: Config
+    db: Database
+
+
+def sense(inp: SenseInput) -> Claims:
+    return Claims(
+        code=code_claims(inp),
+        work=work_claims(inp),
+        project=project_claims(inp),
+        human=human_claims(inp.db),
+    )
+
+
+def code_claims(inp: SenseInput) -> CodeClaims:
+    git = Repo(inp.repo_path, search_parent_directories=True).git
+    span = f"{inp.base_commit}..{inp.milestone_branch}"
+    log = git.log(span, f"-{MAX_COMMITS}", "--format=%H%x1f%s%x1f%an%x1f%aI")
+    commits = [
+        Commit(sha=sha[:10], subject=s, author=a, date=d)
+        for sha, s, a, d in (line.split("\x1f") for line in log.splitlines() if line)
+    ]
+    files = git.diff("--name-only", span).splitlines()
+    diffstat = git.diff("--stat", span)
+    if len(diffstat) > MAX_DIFFSTAT_CHARS:
+        diffstat = diffstat[:MAX_DIFFSTAT_CHARS] + "\n[... cut]"
+    status = git.status("--porcelain").splitlines()
+    return CodeClaims(
+        branch=inp.milestone_branch,
+        head=git.rev_parse(inp.milestone_branch),
+        base_commit=inp.base_commit,
+        uncommitted=[line[3:] for line in status[:MAX_UNCOMMITTED]],
+        commits=commits,
+        commits_total=int(git.rev_list("--count", span)),
+        files_changed=files[:MAX_FILES],
+        diffstat=diffstat,
+    )
+
+
+def _brief(task: Task) -> TaskBrief:
+    return TaskBrief(
+        id=task.id,
+        title=task.title,
+        status=task.status,
+        reason=task.status_reason,
+        parent_id=task.parent_id,
+    )
+
+
+def work_claims(inp: SenseInput) -> WorkClaims:
+    tracker = SqliteTracker(inp.db, inp.milestone)
+    tasks = tracker.list()
+    root = tracker.root()
+
+    def group(status: str) -> list[TaskBrief]:
+        chosen = [t for t in tasks if t.status == status and (root is None or t.id != root.id)]
+        return [_brief(t) for t in chosen[:MAX_TASKS_PER_GROUP]]
+
+    return WorkClaims(
+        root=_brief(root) if root else None,
+        open=group("open"),
+        in_progress=group("in_progress"),
+        blocked=group("blocked"),
+        recently_closed=[_brief(t) for t in tracker.recently_closed(MAX_TASKS_PER_GROUP)],
+        comments=[
+            CommentBrief(task_id=c.task_id, author=c.author, body=c.body, created_at=c.created_at)
+            for c in tracker.recent_comments(MAX_COMMENTS)
+        ],
+    )
+
+
+def project_claims(inp: SenseInput) -> ProjectClaims:
+    window = max(MAX_RECENT_ITERATIONS, inp.config.loop.loop_window)
+    rows = inp.db.execute(
+        "SELECT number, intent, decision, outcome, decision_reason FROM iterations"
+        " WHERE run_id = ? AND number < ? ORDER BY number DESC LIMIT ?",
+        [inp.run_id, inp.iteration, window],
+    ).fetchall()
+    recent = [
+        IterationBrief(number=n, intent=i, decision=d, outcome=o, summary=s)
+        for n, i, d, o, s in rows
+    ]
+    cost = inp.db.execute(
+        "SELECT COALESCE(SUM(cost_usd), 0) FROM agent_calls WHERE run_id = ?", [inp.run_id]
+    ).fetchone()[0]
+    learnings = [
+        row[0]
+        for row in inp.db.execute(
+            "SELECT text FROM learnings WHERE active = 1 ORDER BY id DESC LIMIT ?", [MAX_LEARNINGS]
+        )
+    ]
+    budget = inp.config.budget
+    return ProjectClaims(
+        iteration=inp.iteration,
+        max_iterations=inp.config.loop.max_iterations,
+        recent=recent,
+        loop=loop_status(recent, inp.config.loop.loop_window, inp.config.loop.loop_threshold),
+        budget=BudgetStatus(
+            cost_usd=float(cost),
+            max_cost_usd=budget.max_cost_usd,
+            tokens_this_iteration=0,
+            max_tokens_per_iteration=budget.max_tokens_per_iteration,
+        ),
+        learnings=learnings,
+    )
+
+
+def loop_status(recent: list[IterationBrief], window: int, threshold: int) -> LoopStatus:
+    """Detected when `threshold` of the last `window` iterations share a normalized
+    intent and an outcome."""
+    counts: dict[tuple[str, str], int] = {}
+    for item in recent[:window]:
+        if not item.intent:
+            continue
+        key = (re.sub(r"\s+", " ", item.intent.strip().lower()), item.outcome or "")
+        counts[key] = counts.get(key, 0) + 1
+    for (intent, outcome), count in counts.items():
+        if count >= threshold:
+            return LoopStatus(
+                detected=True,
+                detail=f"intent {intent!r} ended {outcome or 'unfinished'} {count} times "
+                f"in the last {window} iterations",
+            )
+    return LoopStatus(detected=False, detail="no repetition")
+
+
+def human_claims(db: Database) -> HumanClaims:
+    rows = db.execute(
+        "SELECT id, kind, payload_json, received_at FROM human_inputs WHERE status = 'pending'"
+        " ORDER BY id LIMIT ?",
+        [MAX_HUMAN],
+    ).fetchall()
+    pending = [
+        HumanItem(
+            id=i, kind=k, text=describe(HumanInput.model_validate(json.loads(p))), received_at=r
+        )
+        for i, k, p, r in rows
+    ]
+    last = db.execute(
+        "SELECT kind FROM human_inputs WHERE kind IN ('pause', 'resume') ORDER BY id DESC LIMIT 1"
+    ).fetchone()
+    return HumanClaims(pending=pending, paused=bool(last and last[0] == "pause"))
+
+
+def describe(item: HumanInput) -> str:
+    from soda.inbox import describe as inbox_describe
+
+    return inbox_describe(item)
