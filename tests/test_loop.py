@@ -166,7 +166,7 @@ def test_regression_is_not_merged(tmp_path: Path) -> None:
         },
     )
     root = project(tmp_path, [VERIFIED, NOT_MET, plan_with(TASK), breaks_add, done])
-    before = git(root, "rev-parse", "soda/spec")
+    before = git(root, "rev-parse", "main")  # the milestone branch starts here
     result, _, session = run(root, once=True)
     assert result.ending is Ending.CONTINUE
     row = next(iter(session.db["iterations"].rows))
