@@ -1,0 +1,46 @@
+"""What agents may do: read, list and search files, read git history, and (in a
+worktree) write, edit and run commands, all confined to one directory.
+
+Two toolboxes are built here: `read_only_tools` for ORIENT's agents and
+`worktree_tools` for the executor. The terminal tools (submit, cannot_complete)
+belong to the runtime, not here.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from soda.tools.commands import command_tools
+from soda.tools.files import reading_tools, writing_tools
+from soda.tools.git import git_tools
+from soda.tools.sandbox import Sandbox, ToolError
+from soda.tools.toolbox import Tool, Toolbox, ToolOutcome, object_schema
+
+DEFAULT_OUTPUT_LIMIT = 20_000
+
+__all__ = [
+    "Sandbox",
+    "Tool",
+    "ToolError",
+    "ToolOutcome",
+    "Toolbox",
+    "object_schema",
+    "read_only_tools",
+    "worktree_tools",
+]
+
+
+def read_only_tools(
+    sandbox: Sandbox, repo_dir: Path | None = None, output_limit: int = DEFAULT_OUTPUT_LIMIT
+) -> Toolbox:
+    """read_file, list_files, search_text, git_log, git_show, git_diff. Git runs in
+    `repo_dir` (default: the sandbox root)."""
+    repo = sandbox.root if repo_dir is None else Path(repo_dir)
+    return Toolbox([*reading_tools(sandbox), *git_tools(sandbox, repo, output_limit)])
+
+
+def worktree_tools(sandbox: Sandbox, command_timeout: float, output_limit: int) -> Toolbox:
+    """Everything in read_only_tools plus write_file, edit_file and run_command."""
+    return read_only_tools(sandbox, output_limit=output_limit).extended(
+        [*writing_tools(sandbox), *command_tools(sandbox, command_timeout, output_limit)]
+    )

@@ -1,0 +1,223 @@
+"""The one place soda runs subprocesses: test commands, agents' shell commands, git tools.
+
+`run` starts the child in its own session so that a timeout can kill everything it
+spawned, feeds it /dev/null as stdin, merges stdout and stderr, keeps memory
+bounded however much the child prints (head and tail survive, the middle is
+counted and cut), and reports a non-zero exit as data, never as an exception.
+`scrubbed_env` is the environment a child gets by default: ours minus anything
+that looks like a credential, so an agent's `env` or `printenv` cannot leak keys.
+"""
+
+from __future__ import annotations
+
+import codecs
+import contextlib
+import os
+import re
+import shlex
+import signal
+import subprocess
+import threading
+import time
+from collections.abc import Mapping
+from dataclasses import dataclass
+from pathlib import Path
+
+from soda.errors import InputError
+
+KILL_GRACE_S = 2.0
+"""Seconds a timed-out process group gets between SIGTERM and SIGKILL."""
+
+READER_GRACE_S = 2.0
+"""Seconds to wait for the output pipe to close once the group is dead. Only a
+descendant that escaped the group (its own setsid) can hold it open longer."""
+
+_SECRET_NAME = re.compile(
+    # AUTH(?!OR): GIT_AUTHOR_NAME is an identity, not a credential; git commits
+    # made by a child need it.
+    r"KEY|TOKEN|SECRET|PASSWORD|PASSWD|CREDENTIAL|AUTH(?!OR)"
+    r"|^(ANTHROPIC_|OPENAI_|AWS_|GH_|GITHUB_)",
+    re.IGNORECASE,
+)
+# Set by a parent pytest; a child pytest (the project's own tests) must not inherit them.
+_PARENT_PYTEST = frozenset({"PYTEST_ADDOPTS", "PYTEST_CURRENT_TEST"})
+
+
+@dataclass(frozen=True)
+class CommandResult:
+    """What a command did. `returncode` is None when it timed out and was killed."""
+
+    command: str
+    returncode: int | None
+    output: str
+    timed_out: bool
+    duration_s: float
+
+    @property
+    def ok(self) -> bool:
+        return self.returncode == 0 and not self.timed_out
+
+
+def scrubbed_env(extra: Mapping[str, str] | None = None) -> dict[str, str]:
+    """A copy of os.environ without credentials or the parent's pytest settings,
+    then `extra` on top (extra wins, even for a name that would be scrubbed)."""
+    env = {
+        name: value
+        for name, value in os.environ.items()
+        if not _SECRET_NAME.search(name) and name.upper() not in _PARENT_PYTEST
+    }
+    env.update(extra or {})
+    return env
+
+
+def run(
+    command: str | list[str],
+    cwd: Path,
+    timeout: float,
+    env: Mapping[str, str] | None = None,
+    output_limit: int = 20_000,
+    extra_env: Mapping[str, str] | None = None,
+) -> CommandResult:
+    """Run `command` (a string goes through /bin/sh -c) in `cwd` for at most `timeout`
+    seconds. `env` replaces the scrubbed default environment; `extra_env` is added
+    to whichever applies. Raises InputError only when `cwd` is not a directory."""
+    if not Path(cwd).is_dir():
+        raise InputError(f"cannot run {_display(command)!r}: {cwd} is not a directory")
+    argv = ["/bin/sh", "-c", command] if isinstance(command, str) else list(command)
+    child_env = {**env, **(extra_env or {})} if env is not None else scrubbed_env(extra_env)
+    started = time.monotonic()
+    try:
+        proc = subprocess.Popen(
+            argv,
+            cwd=cwd,
+            env=child_env,
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
+        )
+    except OSError as exc:
+        # Mirror what a shell would report, so a missing program reads like any
+        # other failed command instead of crashing the caller.
+        code = 127 if isinstance(exc, FileNotFoundError) else 126
+        return CommandResult(_display(command), code, f"{argv[0]}: {exc.strerror}", False, 0.0)
+    capture = _Capture(output_limit)
+    reader = threading.Thread(target=capture.drain, args=(proc.stdout,), daemon=True)
+    reader.start()
+    timed_out = _wait_or_kill(proc, max(timeout, 0.0))
+    reader.join(READER_GRACE_S)
+    return CommandResult(
+        command=_display(command),
+        returncode=None if timed_out else proc.returncode,
+        output=capture.text(),
+        timed_out=timed_out,
+        duration_s=round(time.monotonic() - started, 3),
+    )
+
+
+def _wait_or_kill(proc: subprocess.Popen[bytes], timeout: float) -> bool:
+    """Wait for the child; on timeout kill its whole group. Either way, members of
+    the group still running afterwards (background jobs) are killed, so nothing
+    the command started outlives it. Returns whether it timed out."""
+    try:
+        proc.wait(timeout)
+        timed_out = False
+    except subprocess.TimeoutExpired:
+        timed_out = True
+        _signal_group(proc.pid, signal.SIGTERM)
+        _wait_for_group(proc, KILL_GRACE_S)
+    _signal_group(proc.pid, signal.SIGKILL)
+    proc.wait()
+    return timed_out
+
+
+def _wait_for_group(proc: subprocess.Popen[bytes], grace: float) -> None:
+    """Give every member of the group (not just the leader) up to `grace` seconds to
+    finish its SIGTERM handler: a test runner's workers may be cleaning up."""
+    deadline = time.monotonic() + grace
+    while time.monotonic() < deadline:
+        proc.poll()  # reap the leader so that it stops counting as a member
+        if not _group_running(proc.pid):
+            return
+        time.sleep(0.02)
+
+
+def _group_running(pgid: int) -> bool:
+    """Whether any member of the group is still running. Zombies do not count: the
+    orphans among them wait for PID 1 to reap them, which can take a while."""
+    if not os.path.isdir("/proc"):  # not Linux: any member, zombie or not
+        try:
+            os.killpg(pgid, 0)
+        except (ProcessLookupError, PermissionError):
+            return False
+        return True
+    for entry in os.scandir("/proc"):
+        if not entry.name.isdigit():
+            continue
+        try:
+            with open(f"/proc/{entry.name}/stat", encoding="ascii", errors="replace") as f:
+                fields = f.read().rsplit(")", 1)[1].split()
+        except (OSError, IndexError):
+            continue  # exited while we looked
+        # After the command name: state, ppid, pgrp (proc(5)).
+        if int(fields[2]) == pgid and fields[0] not in ("Z", "X"):
+            return True
+    return False
+
+
+def _signal_group(pgid: int, sig: signal.Signals) -> None:
+    # ESRCH: the group is already gone; EPERM: only zombies of another owner remain.
+    with contextlib.suppress(ProcessLookupError, PermissionError):
+        os.killpg(pgid, sig)
+
+
+class _Capture:
+    """Decodes a byte stream as it arrives, keeping the first `limit` characters and
+    the last `limit` of the rest: memory stays bounded while the final text keeps
+    a head and a tail and knows exactly how much it cut."""
+
+    def __init__(self, limit: int) -> None:
+        self.limit = max(limit, 0)
+        self.total = 0
+        self._head = ""
+        self._rest: list[str] = []
+        self._rest_len = 0
+        self._lock = threading.Lock()
+
+    def drain(self, stream: object) -> None:
+        decoder = codecs.getincrementaldecoder("utf-8")(errors="replace")
+        read = stream.read1  # type: ignore[attr-defined]
+        while chunk := read(65536):
+            self._add(decoder.decode(chunk))
+        self._add(decoder.decode(b"", final=True))
+        stream.close()  # type: ignore[attr-defined]
+
+    def _add(self, text: str) -> None:
+        with self._lock:
+            self.total += len(text)
+            room = self.limit - len(self._head)
+            if room > 0:
+                self._head += text[:room]
+                text = text[room:]
+            if text:
+                self._rest.append(text)
+                self._rest_len += len(text)
+            if self._rest_len > 2 * self.limit + 65536:
+                kept = "".join(self._rest)[-self.limit :] if self.limit else ""
+                self._rest, self._rest_len = [kept], len(kept)
+
+    def text(self) -> str:
+        with self._lock:
+            whole = self._head + "".join(self._rest)
+            total = self.total
+        if total <= self.limit:
+            return whole
+        head_len = self.limit // 2
+        tail_len = self.limit - head_len
+        tail = whole[-tail_len:] if tail_len else ""
+        cut = total - head_len - tail_len
+        return f"{whole[:head_len]}\n[... {cut} characters cut ...]\n{tail}"
+
+
+def _display(command: str | list[str]) -> str:
+    return command if isinstance(command, str) else shlex.join(command)

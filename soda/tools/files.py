@@ -1,0 +1,302 @@
+"""File tools inside a sandbox: read, list, search (read-only) and write, edit.
+
+Every path goes through `Sandbox.resolve`; every answer is capped so one call
+cannot flood the model's context, and a cut answer says how to get the rest.
+"""
+
+from __future__ import annotations
+
+import fnmatch
+import os
+import re
+from collections.abc import Iterator
+from pathlib import Path
+
+from soda.llm.base import ToolSpec
+from soda.tools.sandbox import Sandbox, ToolError
+from soda.tools.toolbox import Tool, object_schema
+
+MAX_READ_LINES = 2000
+MAX_READ_CHARS = 100_000
+MAX_LINE_CHARS = 4000
+MAX_LIST_ENTRIES = 500
+MAX_MATCHES = 200
+MAX_MATCH_CHARS = 300
+MAX_SEARCH_BYTES = 5_000_000
+"""Files larger than this are skipped by search_text (they are data, not code)."""
+
+# Not worth an agent's context when listing or searching a whole tree; still
+# reachable by naming them as `path`.
+NOISE_DIRS = frozenset(
+    {"__pycache__", ".pytest_cache", ".mypy_cache", ".ruff_cache", ".venv", "node_modules"}
+)
+
+NULLABLE_STRING = {"type": ["string", "null"]}
+NULLABLE_INTEGER = {"type": ["integer", "null"]}
+
+
+def reading_tools(sandbox: Sandbox) -> list[Tool]:
+    return [
+        Tool(
+            ToolSpec(
+                "read_file",
+                "Read a text file, with line numbers. Reads up to 2000 lines from offset_line "
+                "(1-based; null means 1); max_lines null means as many as fit.",
+                object_schema(
+                    {
+                        "path": {"type": "string"},
+                        "offset_line": NULLABLE_INTEGER,
+                        "max_lines": NULLABLE_INTEGER,
+                    }
+                ),
+            ),
+            lambda a: read_file(sandbox, a["path"], a["offset_line"], a["max_lines"]),
+        ),
+        Tool(
+            ToolSpec(
+                "list_files",
+                "List files under a directory (null means the working directory), recursively. "
+                "pattern is a glob: without '/' it matches file names ('*.py'), with '/' "
+                "it matches paths relative to the directory ('src/**/*.py').",
+                object_schema({"path": NULLABLE_STRING, "pattern": NULLABLE_STRING}),
+            ),
+            lambda a: list_files(sandbox, a["path"], a["pattern"]),
+        ),
+        Tool(
+            ToolSpec(
+                "search_text",
+                "Search file contents with a Python regular expression. path is a file or "
+                "directory (null means everything); glob filters file names like "
+                "list_files' pattern. Answers 'path:line: text' for each matching line.",
+                object_schema(
+                    {
+                        "pattern": {"type": "string"},
+                        "path": NULLABLE_STRING,
+                        "glob": NULLABLE_STRING,
+                    }
+                ),
+            ),
+            lambda a: search_text(sandbox, a["pattern"], a["path"], a["glob"]),
+        ),
+    ]
+
+
+def writing_tools(sandbox: Sandbox) -> list[Tool]:
+    return [
+        Tool(
+            ToolSpec(
+                "write_file",
+                "Create or overwrite a file with exactly this content; creates missing "
+                "parent directories. Prefer edit_file for changing part of a file.",
+                object_schema({"path": {"type": "string"}, "content": {"type": "string"}}),
+            ),
+            lambda a: write_file(sandbox, a["path"], a["content"]),
+        ),
+        Tool(
+            ToolSpec(
+                "edit_file",
+                "Replace the exact text `old` with `new` in a file. `old` must occur exactly "
+                "once: include enough surrounding lines to make it unique.",
+                object_schema(
+                    {
+                        "path": {"type": "string"},
+                        "old": {"type": "string"},
+                        "new": {"type": "string"},
+                    }
+                ),
+            ),
+            lambda a: edit_file(sandbox, a["path"], a["old"], a["new"]),
+        ),
+    ]
+
+
+def read_file(sandbox: Sandbox, path: str, offset_line: int | None, max_lines: int | None) -> str:
+    target = _existing_text_file(sandbox, path)
+    first = 1 if offset_line is None else offset_line
+    wanted = MAX_READ_LINES if max_lines is None else min(max_lines, MAX_READ_LINES)
+    if first < 1 or wanted < 1:
+        raise ToolError("offset_line and max_lines must be at least 1")
+    shown: list[str] = []
+    chars, total = 0, 0
+    with target.open(encoding="utf-8", errors="replace", newline="") as f:
+        for total, line in enumerate(f, start=1):
+            if total < first or len(shown) >= wanted or chars >= MAX_READ_CHARS:
+                continue  # keep counting: the note says how long the file is
+            text = _clip(line.rstrip("\r\n"), MAX_LINE_CHARS)
+            numbered = f"{total:>6}\t{text}"
+            shown.append(numbered)
+            chars += len(numbered) + 1
+    if total == 0:
+        return f"({path} is empty)"
+    if first > total:
+        raise ToolError(f"offset_line {first} is past the end of {path} ({total} lines)")
+    last = first + len(shown) - 1
+    if last < total:
+        shown.append(
+            f"[showing lines {first}-{last} of {total}; read on with offset_line={last + 1}]"
+        )
+    return "\n".join(shown)
+
+
+def list_files(sandbox: Sandbox, path: str | None, pattern: str | None) -> str:
+    start = _existing_dir(sandbox, path)
+    found: list[str] = []
+    for file in _walk(sandbox, start):
+        if pattern is None or _matches(file.relative_to(start).as_posix(), pattern):
+            found.append(sandbox.relative(file))
+            if len(found) > MAX_LIST_ENTRIES:
+                break
+    if not found:
+        return "(no files found)"
+    found.sort()
+    if len(found) > MAX_LIST_ENTRIES:
+        return "\n".join(
+            [
+                *found[:MAX_LIST_ENTRIES],
+                f"[stopped at {MAX_LIST_ENTRIES} entries; narrow path or pattern]",
+            ]
+        )
+    return "\n".join(found)
+
+
+def search_text(sandbox: Sandbox, pattern: str, path: str | None, glob: str | None) -> str:
+    try:
+        regex = re.compile(pattern)
+    except re.error as exc:
+        raise ToolError(f"invalid regular expression {pattern!r}: {exc}") from exc
+    target = sandbox.resolve(path or ".")
+    if not target.exists():
+        raise ToolError(f"{path} does not exist")
+    base = target.parent if target.is_file() else target
+    files = [target] if target.is_file() else _walk(sandbox, target)
+    hits: list[str] = []
+    skipped = 0
+    for file in files:
+        if glob is not None and not _matches(file.relative_to(base).as_posix(), glob):
+            continue
+        try:
+            if file.stat().st_size > MAX_SEARCH_BYTES:
+                skipped += 1
+                continue
+            hits.extend(_search_file(sandbox, file, regex, MAX_MATCHES + 1 - len(hits)))
+        except OSError:
+            continue  # a dangling link or an unreadable file: nothing to search
+        if len(hits) > MAX_MATCHES:
+            break
+    return _search_report(hits, skipped)
+
+
+def write_file(sandbox: Sandbox, path: str, content: str) -> str:
+    target = sandbox.resolve(path)
+    if target.is_dir():
+        raise ToolError(f"{path} is a directory")
+    existed = target.exists()
+    target.parent.mkdir(parents=True, exist_ok=True)
+    # newline="" writes the content exactly as given (no \n -> \r\n translation).
+    with target.open("w", encoding="utf-8", newline="") as f:
+        f.write(content)
+    verb = "overwrote" if existed else "created"
+    return f"{verb} {sandbox.relative(target)} ({len(content)} characters)"
+
+
+def edit_file(sandbox: Sandbox, path: str, old: str, new: str) -> str:
+    if not old:
+        raise ToolError("old must not be empty; use write_file to create a file")
+    target = _existing_text_file(sandbox, path)
+    try:
+        with target.open(encoding="utf-8", newline="") as f:
+            text = f.read()
+    except UnicodeDecodeError as exc:
+        raise ToolError(f"{path} is not UTF-8 text; edit_file cannot change it safely") from exc
+    count = text.count(old)
+    if count == 0:
+        raise ToolError(f"old text not found in {path}; read the file and copy it exactly")
+    if count > 1:
+        raise ToolError(
+            f"old text occurs {count} times in {path}; include more surrounding lines "
+            "so that it occurs exactly once"
+        )
+    with target.open("w", encoding="utf-8", newline="") as f:
+        f.write(text.replace(old, new, 1))
+    return f"edited {sandbox.relative(target)}: replaced 1 occurrence"
+
+
+def _existing_text_file(sandbox: Sandbox, path: str) -> Path:
+    target = sandbox.resolve(path)
+    if target.is_dir():
+        raise ToolError(f"{path} is a directory; use list_files")
+    if not target.exists():
+        raise ToolError(f"{path} does not exist")
+    if not target.is_file():
+        raise ToolError(f"{path} is not a regular file")
+    if _is_binary(target):
+        raise ToolError(f"{path} is a binary file")
+    return target
+
+
+def _existing_dir(sandbox: Sandbox, path: str | None) -> Path:
+    target = sandbox.resolve(path or ".")
+    if not target.is_dir():
+        raise ToolError(f"{path} is not a directory")
+    return target
+
+
+def _walk(sandbox: Sandbox, start: Path) -> Iterator[Path]:
+    """Files under `start`, in a stable order, skipping denied and noise directories.
+    Symlinked directories are not followed; symlinked files are kept only when
+    they resolve to somewhere the sandbox permits."""
+    for dirpath, dirnames, filenames in os.walk(start):
+        here = Path(dirpath)
+        dirnames[:] = sorted(
+            d for d in dirnames if not sandbox.is_denied_dir(here / d) and d not in NOISE_DIRS
+        )
+        for name in sorted(filenames):
+            file = here / name
+            if name.casefold() in sandbox.deny:
+                continue  # `.git` is a file in a worktree
+            if file.is_symlink() and not sandbox.permits(file):
+                continue
+            yield file
+
+
+def _matches(rel: str, pattern: str) -> bool:
+    if "/" not in pattern:
+        return fnmatch.fnmatch(rel.rsplit("/", 1)[-1], pattern)
+    if fnmatch.fnmatch(rel, pattern):
+        return True
+    # '**/x' should also match x at the top, as in a shell with globstar.
+    return pattern.startswith("**/") and _matches(rel, pattern[3:])
+
+
+def _search_file(sandbox: Sandbox, file: Path, regex: re.Pattern[str], room: int) -> list[str]:
+    if room <= 0 or _is_binary(file):
+        return []
+    hits: list[str] = []
+    rel = sandbox.relative(file)
+    with file.open(encoding="utf-8", errors="replace") as f:
+        for number, line in enumerate(f, start=1):
+            if regex.search(line):
+                hits.append(f"{rel}:{number}: {_clip(line.strip(), MAX_MATCH_CHARS)}")
+                if len(hits) >= room:
+                    break
+    return hits
+
+
+def _search_report(hits: list[str], skipped: int) -> str:
+    lines = hits[:MAX_MATCHES] or ["(no matches)"]
+    if len(hits) > MAX_MATCHES:
+        lines.append(f"[stopped at {MAX_MATCHES} matches; narrow the pattern, path or glob]")
+    if skipped:
+        lines.append(f"[skipped {skipped} files over {MAX_SEARCH_BYTES:,} bytes]")
+    return "\n".join(lines)
+
+
+def _is_binary(path: Path) -> bool:
+    with path.open("rb") as f:
+        return b"\0" in f.read(8192)
+
+
+def _clip(text: str, limit: int) -> str:
+    if len(text) <= limit:
+        return text
+    return f"{text[:limit]} [... {len(text) - limit} characters cut]"

@@ -1,0 +1,90 @@
+"""Tools as data, and the toolbox that calls them without ever raising.
+
+A `Tool` is a spec the model sees plus a handler. `Toolbox.call` validates the
+model's arguments against the spec's JSON Schema and turns every failure (an
+unknown tool, bad arguments, a `ToolError`, any other exception) into an error
+outcome with a one-line message: one bad tool call must not kill the agent.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass
+from typing import Any
+
+from jsonschema import Draft202012Validator
+from jsonschema.exceptions import best_match
+
+from soda.llm.base import ToolSpec
+from soda.tools.sandbox import ToolError
+
+MAX_ERROR_CHARS = 500
+
+
+@dataclass(frozen=True)
+class Tool:
+    spec: ToolSpec
+    handler: Callable[[dict[str, Any]], str]
+
+
+@dataclass(frozen=True)
+class ToolOutcome:
+    """What goes back to the model as the tool result."""
+
+    content: str
+    is_error: bool = False
+
+
+def object_schema(properties: dict[str, Any]) -> dict[str, Any]:
+    """An input schema strict-mode model APIs accept: every property required (optional
+    ones are nullable instead), nothing extra allowed, no range or length keywords."""
+    return {
+        "type": "object",
+        "properties": properties,
+        "required": list(properties),
+        "additionalProperties": False,
+    }
+
+
+class Toolbox:
+    """The tools one agent may call, by name."""
+
+    def __init__(self, tools: Iterable[Tool]) -> None:
+        self.tools: dict[str, Tool] = {}
+        for tool in tools:
+            if tool.spec.name in self.tools:
+                raise ValueError(f"two tools are named {tool.spec.name!r}")
+            self.tools[tool.spec.name] = tool
+        self._validators = {
+            name: Draft202012Validator(tool.spec.input_schema) for name, tool in self.tools.items()
+        }
+
+    def specs(self) -> list[ToolSpec]:
+        return [tool.spec for tool in self.tools.values()]
+
+    def extended(self, tools: Iterable[Tool]) -> Toolbox:
+        """A new toolbox with these tools added (names must stay unique)."""
+        return Toolbox([*self.tools.values(), *tools])
+
+    def call(self, name: str, input: dict[str, Any]) -> ToolOutcome:
+        tool = self.tools.get(name)
+        if tool is None:
+            known = ", ".join(sorted(self.tools))
+            return _error(f"unknown tool {name!r}; available tools: {known}")
+        problem = best_match(self._validators[name].iter_errors(input))
+        if problem is not None:
+            where = "/".join(str(p) for p in problem.absolute_path) or "arguments"
+            return _error(f"invalid arguments for {name} ({where}): {problem.message}")
+        try:
+            return ToolOutcome(tool.handler(input))
+        except ToolError as exc:
+            return _error(f"{name}: {exc}")
+        except Exception as exc:  # a bug in a handler must not end the agent's run
+            return _error(f"{name} failed unexpectedly: {type(exc).__name__}: {exc}")
+
+
+def _error(message: str) -> ToolOutcome:
+    one_line = " / ".join(line.strip() for line in message.splitlines() if line.strip())
+    if len(one_line) > MAX_ERROR_CHARS:
+        one_line = one_line[: MAX_ERROR_CHARS - 3] + "..."
+    return ToolOutcome(one_line, is_error=True)
