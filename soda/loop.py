@@ -21,6 +21,7 @@ from soda.errors import (
     ModelStopped,
     StructuralError,
     TransientError,
+    UserError,
 )
 from soda.orient import apply_orientation, orient
 from soda.sense import SenseInput, sense
@@ -79,7 +80,15 @@ def iterate(session: Session, record: IterationRecord, say: Printer) -> Decision
         say(f"act: {result.outcome} - {result.detail}")
     else:
         record.save(outcome=decision.kind.name.lower())
+    if decision.kind is Kind.DONE:
+        _close_milestone(session, decision.reason)
     return decision
+
+
+def _close_milestone(session: Session, summary: str) -> None:
+    root = session.tracker.show(session.milestone.root_task_id)
+    if root.status != "closed":
+        session.tracker.close(root.id, f"spec met: {summary}")
 
 
 def sense_phase(session: Session, record: IterationRecord, say: Printer) -> Claims:
@@ -175,8 +184,14 @@ def run_iteration(session: Session, say: Printer) -> IterationResult:
         _record_halt(session, record, exc)
         say(f"HALT: {exc}")
         return IterationResult(record.number, Ending.HALT, str(exc))
+    except UserError as exc:
+        # A person must fix something (e.g. the API key): record it, end the run, tell them.
+        record.save(outcome="error", error=str(exc))
+        session.finish_run("error", str(exc))
+        raise
     except KeyboardInterrupt:
         record.save(outcome="interrupted", error="interrupted by a signal")
+        session.finish_run("interrupted", "interrupted by a signal")
         raise
     finally:
         inbox.release_claims(session.db)
