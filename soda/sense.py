@@ -7,6 +7,7 @@ from __future__ import annotations
 import json
 import re
 from dataclasses import dataclass
+from pathlib import Path
 
 from git import Repo
 from sqlite_utils import Database
@@ -42,7 +43,7 @@ MAX_HUMAN = 20
 
 @dataclass(frozen=True)
 class SenseInput:
-    repo_path: object
+    repo_path: Path
     milestone_branch: str
     base_commit: str
     milestone: str
