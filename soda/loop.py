@@ -13,6 +13,7 @@ from dataclasses import dataclass
 
 from soda import inbox
 from soda.act import act
+from soda.approval import await_approval, needs_approval
 from soda.contracts import Claims
 from soda.decide import Budget, Control, Decision, Kind, LoopState, decide
 from soda.errors import (
@@ -71,9 +72,18 @@ def iterate(session: Session, record: IterationRecord, say: Printer) -> Decision
     record.save(decision=decision.kind.name, decision_reason=decision.reason)
     say(f"decide: {decision.kind.name} - {decision.reason}")
     if decision.kind is Kind.CONTINUE:
-        assert orientation.iteration_plan is not None
+        plan = orientation.iteration_plan
+        assert plan is not None
+        if needs_approval(plan, session.config.approval.risk_threshold):
+            verdict = await_approval(session, record.number, plan, say)
+            if not verdict.approved:
+                record.save(
+                    outcome="rejected", act_json={"outcome": "rejected", "detail": verdict.reason}
+                )
+                say(f"act: skipped - {verdict.reason}")
+                return decision
         record.save(phase="act")
-        result = act(session, orientation.iteration_plan, record.number, record.id)
+        result = act(session, plan, record.number, record.id)
         record.save(
             act_json=result.to_json(), outcome=result.outcome, merged_commit=result.merged_commit
         )

@@ -118,12 +118,14 @@ def _act_summary(raw: str | None) -> list[str]:
     if not raw:
         return []
     a = json.loads(raw)
-    lines = ["", "ACT", f"  {a['outcome']}: {a['detail']}", f"  baseline: {a['baseline']}"]
+    lines = ["", "ACT", f"  {a['outcome']}: {a['detail']}"]
+    if a.get("baseline"):
+        lines.append(f"  baseline: {a['baseline']}")
     if a.get("after"):
         lines.append(f"  after: {a['after']}")
     lines += [
         f"  task {t['key']} (#{t['task_id']}): {t['status']} {t['reason']}".rstrip()
-        for t in a["tasks"]
+        for t in a.get("tasks", [])
     ]
     return lines
 

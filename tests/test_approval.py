@@ -1,0 +1,79 @@
+"""Approval gates on risky plans: approve, reject and time out, through the real queue."""
+
+from __future__ import annotations
+
+import copy
+import threading
+import time
+from pathlib import Path
+
+import pytest
+
+from soda.approval import needs_approval, plan_risk
+from soda.contracts import HumanInput, IterationPlan
+from soda.inbox import write_input
+from soda.loop import Ending
+from tests.test_loop import DEMO_SCRIPT, project, run
+
+
+def risky_script() -> list[dict]:
+    script = copy.deepcopy(DEMO_SCRIPT)
+    plan = script[4]["tool_calls"][0]["input"]["iteration_plan"]
+    plan["tasks"][0]["risk"] = "high"
+    return script
+
+
+def answer_later(root: Path, item: HumanInput, delay: float = 0.5) -> threading.Thread:
+    def write() -> None:
+        time.sleep(delay)
+        write_input(root / "state", item)
+
+    thread = threading.Thread(target=write, daemon=True)
+    thread.start()
+    return thread
+
+
+def test_risk_levels() -> None:
+    plan = IterationPlan.model_validate(
+        risky_script()[4]["tool_calls"][0]["input"]["iteration_plan"]
+    )
+    assert plan_risk(plan) == "high"
+    assert needs_approval(plan, "high") and needs_approval(plan, "medium")
+    assert not needs_approval(plan, "critical")
+
+
+def test_approved_plan_runs(tmp_path: Path) -> None:
+    root = project(tmp_path, risky_script())
+    answer_later(root, HumanInput(kind="approve", target=1))
+    result, lines, session = run(root)
+    assert result.ending is Ending.DONE
+    assert any("soda approve 1" in line for line in lines)
+    row = session.db.execute("SELECT status, applied_iteration FROM human_inputs").fetchone()
+    assert row == ("applied", 1)
+
+
+def test_rejected_plan_is_not_executed(tmp_path: Path) -> None:
+    root = project(tmp_path, risky_script()[:5])
+    answer_later(root, HumanInput(kind="reject", target=1, text="too risky"))
+    result, _, session = run(root, once=True)
+    assert result.ending is Ending.CONTINUE
+    outcome = session.db.execute("SELECT outcome FROM iterations").fetchone()[0]
+    assert outcome == "rejected"
+    assert (
+        session.db.execute("SELECT count(*) FROM agent_calls WHERE agent = 'executor'").fetchone()[
+            0
+        ]
+        == 0
+    )
+
+
+@pytest.mark.parametrize("timeout", [1])
+def test_unanswered_plan_times_out(tmp_path: Path, timeout: int) -> None:
+    root = project(tmp_path, risky_script()[:5])
+    config = root / "soda.toml"
+    config.write_text(config.read_text().replace("timeout = 3600.0", f"timeout = {timeout}.0"))
+    started = time.monotonic()
+    result, _, session = run(root, once=True)
+    assert time.monotonic() - started < 30
+    act = session.db.execute("SELECT act_json FROM iterations").fetchone()[0]
+    assert "no approval within 1s" in act
