@@ -74,6 +74,7 @@ def test_unanswered_plan_times_out(tmp_path: Path, timeout: int) -> None:
     config.write_text(config.read_text().replace("timeout = 3600.0", f"timeout = {timeout}.0"))
     started = time.monotonic()
     result, _, session = run(root, once=True)
+    assert result.ending is Ending.CONTINUE
     assert time.monotonic() - started < 30
     act = session.db.execute("SELECT act_json FROM iterations").fetchone()[0]
     assert "no approval within 1s" in act
