@@ -13,6 +13,7 @@ from dataclasses import dataclass
 
 from soda import inbox
 from soda.act import act
+from soda.act.workspace import land_on_base
 from soda.approval import await_approval, needs_approval
 from soda.contracts import Claims
 from soda.decide import Budget, Control, Decision, Kind, LoopState, decide
@@ -91,14 +92,20 @@ def iterate(session: Session, record: IterationRecord, say: Printer) -> Decision
     else:
         record.save(outcome=decision.kind.name.lower())
     if decision.kind is Kind.DONE:
-        _close_milestone(session, decision.reason)
+        _close_milestone(session, decision.reason, say)
     return decision
 
 
-def _close_milestone(session: Session, summary: str) -> None:
+def _close_milestone(session: Session, summary: str, say: Printer) -> None:
     root = session.tracker.show(session.milestone.root_task_id)
     if root.status != "closed":
         session.tracker.close(root.id, f"spec met: {summary}")
+    if session.config.act.on_done == "merge":
+        landed = land_on_base(
+            session.repo, session.milestone.branch, session.config.project.base_branch
+        )
+        session.events.emit("done.merge", {"result": landed})
+        say(f"done: {landed}")
 
 
 def sense_phase(session: Session, record: IterationRecord, say: Printer) -> Claims:

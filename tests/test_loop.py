@@ -221,3 +221,23 @@ def test_soda_demo_cli(tmp_path: Path) -> None:
     assert "CONTINUE" in history.stdout and "DONE" in history.stdout
     show = soda("show", "1", cwd=target)
     assert "merged" in show.stdout and "AGENT CALLS" in show.stdout
+
+
+def test_on_done_merge_fast_forwards_the_base_branch(tmp_path: Path) -> None:
+    root = project(tmp_path, DEMO_SCRIPT)
+    config = root / "soda.toml"
+    config.write_text(config.read_text().replace('on_done = "leave"', 'on_done = "merge"'))
+    git(root, "commit", "-q", "-am", "merge at done")
+    result, lines, _ = run(root)
+    assert result.ending is Ending.DONE
+    assert git(root, "rev-parse", "main") == git(root, "rev-parse", "soda/spec")
+    assert "def divide" in (root / "calc.py").read_text()  # clean checkout on main moved along
+    assert any("fast-forwarded main" in line for line in lines)
+
+
+def test_on_done_leave_keeps_the_base_branch(tmp_path: Path) -> None:
+    root = project(tmp_path, DEMO_SCRIPT)
+    before = git(root, "rev-parse", "main")
+    result, _, _ = run(root)
+    assert result.ending is Ending.DONE
+    assert git(root, "rev-parse", "main") == before

@@ -125,3 +125,24 @@ def merge_into_milestone(ws: Workspace, message: str) -> str:
 def delete_branch(repo: Repo, branch: str) -> None:
     with contextlib.suppress(git.GitCommandError):
         repo.git.branch("-D", branch)
+
+
+def land_on_base(repo: Repo, milestone_branch: str, base_branch: str) -> str:
+    """`[act] on_done = "merge"`: fast-forward the base branch to the milestone.
+
+    Only a fast-forward, so nothing lands that the gate did not test; and the
+    user's checkout moves only if it is on the base branch with no local changes.
+    Returns what happened, for the run's final reason."""
+    milestone = _git(repo, "rev-parse", milestone_branch)
+    base = _git(repo, "rev-parse", base_branch)
+    if base == milestone:
+        return f"{base_branch} already at {milestone_branch}"
+    if _git(repo, "merge-base", base, milestone) != base:
+        return f"{base_branch} moved since the milestone began; merge {milestone_branch} yourself"
+    if repo.head.is_detached or repo.active_branch.name != base_branch:
+        _git(repo, "update-ref", f"refs/heads/{base_branch}", milestone, base)
+    elif repo.is_dirty(untracked_files=False):
+        return f"{base_branch} is checked out with local changes; merge {milestone_branch} yourself"
+    else:
+        _git(repo, "merge", "--ff-only", "-q", milestone_branch)
+    return f"fast-forwarded {base_branch} to {milestone_branch} ({milestone[:10]})"
