@@ -51,7 +51,7 @@ class Tracker(Protocol):
         self, title: str, description: str = "", parent_id: int | None = None, risk: str = "low"
     ) -> Task: ...
     def show(self, task_id: int) -> Task: ...
-    def list(self, status: str | None = None) -> list[Task]: ...
+    def list(self, status: str | None = None, limit: int | None = None) -> list[Task]: ...
     def ready(self) -> list[Task]: ...
     def root(self) -> Task | None: ...
     def start(self, task_id: int) -> Task: ...
@@ -87,7 +87,7 @@ class SqliteTracker:
             raise InputError(f"no task {task_id} in milestone {self.milestone}")
         return Task(*row)
 
-    def list(self, status: str | None = None) -> list[Task]:
+    def list(self, status: str | None = None, limit: int | None = None) -> list[Task]:
         if status is not None and status not in STATUSES:
             raise InputError(f"unknown status {status!r}; use one of {', '.join(STATUSES)}")
         sql = f"SELECT {_TASK_COLUMNS} FROM tasks WHERE milestone = ?"
@@ -95,7 +95,11 @@ class SqliteTracker:
         if status:
             sql += " AND status = ?"
             params.append(status)
-        return [Task(*row) for row in self.db.execute(sql + " ORDER BY id", params)]
+        sql += " ORDER BY id"
+        if limit is not None:
+            sql += " LIMIT ?"
+            params.append(limit)
+        return [Task(*row) for row in self.db.execute(sql, params)]
 
     def root(self) -> Task | None:
         row = self.db.execute(
