@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import shlex
 import shutil
-import subprocess
 import sys
 import tempfile
 from collections.abc import Callable
@@ -17,6 +16,7 @@ from pathlib import Path
 
 from soda.config import CONFIG_NAME, Config, ModelConfig, ProjectConfig, load
 from soda.errors import InputError
+from soda.git import commit_all, init_repo
 from soda.init import init_project
 from soda.loop import IterationResult, run_loop
 from soda.session import Session
@@ -41,13 +41,12 @@ def prepare(directory: Path) -> Path:
             provider="scripted", script=SCRIPT_PATH, strong="scripted", fast="scripted"
         ),
     )
-    _git(directory, "init", "-q", "-b", "main")
+    repo = init_repo(directory)
     init_project(directory, config)
     script = (ASSETS / "script.json").read_text(encoding="utf-8")
     # The script's commands must run with the Python soda runs on.
     (directory / SCRIPT_PATH).write_text(script.replace("{python}", python.replace('"', '\\"')))
-    _git(directory, "add", "-A")
-    _git(directory, "commit", "-q", "-m", "Sample project with a spec and failing acceptance tests")
+    commit_all(repo, "Sample project with a spec and failing acceptance tests")
     return directory / CONFIG_NAME
 
 
@@ -60,12 +59,3 @@ def run_demo(directory: Path | None, say: Callable[[str], None]) -> tuple[Path, 
     session = Session.open(config)
     result = run_loop(session, say)
     return target, result
-
-
-def _git(cwd: Path, *args: str) -> None:
-    subprocess.run(
-        ["git", "-c", "user.name=soda demo", "-c", "user.email=demo@localhost", *args],
-        cwd=cwd,
-        check=True,
-        capture_output=True,
-    )

@@ -47,3 +47,27 @@ def _is_ignored(repo: Repo, pattern: str) -> bool:
     except git.GitCommandError:
         return False
     return True
+
+
+def init_repo(path: Path, branch: str = "main") -> Repo:
+    """A new repository at `path` whose first branch is `branch`."""
+    return Repo.init(path, initial_branch=branch)
+
+
+def commit_all(repo: Repo, message: str) -> str:
+    """Stage everything (ignored files excepted) and commit as soda; the new HEAD."""
+    repo.git.add("-A")
+    repo.git.execute(
+        [
+            "git",
+            "-c",
+            "user.name=soda",
+            "-c",
+            "user.email=soda@localhost",
+            "commit",
+            "-q",
+            "-m",
+            message,
+        ]
+    )
+    return repo.head.commit.hexsha
