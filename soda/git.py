@@ -14,6 +14,9 @@ from git import Repo
 
 from soda.errors import NotAGitRepository
 
+SODA_IDENTITY = ("-c", "user.name=soda", "-c", "user.email=soda@localhost")
+"""Commits soda makes carry its own name, unless GIT_AUTHOR_* say otherwise."""
+
 
 def open_repo(path: Path) -> Repo:
     """The git repository containing `path`."""
@@ -57,17 +60,5 @@ def init_repo(path: Path, branch: str = "main") -> Repo:
 def commit_all(repo: Repo, message: str) -> str:
     """Stage everything (ignored files excepted) and commit as soda; the new HEAD."""
     repo.git.add("-A")
-    repo.git.execute(
-        [
-            "git",
-            "-c",
-            "user.name=soda",
-            "-c",
-            "user.email=soda@localhost",
-            "commit",
-            "-q",
-            "-m",
-            message,
-        ]
-    )
+    repo.git.execute(["git", *SODA_IDENTITY, "commit", "-q", "-m", message])
     return repo.head.commit.hexsha

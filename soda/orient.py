@@ -17,9 +17,10 @@ from contextlib import contextmanager
 from pathlib import Path
 
 from soda.act.execute import plan_problems
-from soda.act.workspace import SODA_IDENTITY, remove_stale
+from soda.act.workspace import remove_stale
 from soda.contracts import Assessment, Claims, IterationPlan, Orientation, Planning, Verification
 from soda.errors import InputError, StructuralError
+from soda.git import SODA_IDENTITY
 from soda.runtime import load_agent
 from soda.session import Session
 from soda.tools import read_only_tools

@@ -18,8 +18,7 @@ import git
 from git import Repo
 
 from soda.errors import GitError
-
-SODA_IDENTITY = ("-c", "user.name=soda", "-c", "user.email=soda@localhost")
+from soda.git import SODA_IDENTITY
 
 
 def _git(repo: Repo, *args: str) -> str:
