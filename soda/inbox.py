@@ -195,6 +195,10 @@ def _already_recorded(db: Database, name: str, path: Path) -> bool:
     return row is not None
 
 
+WRITTEN_BY_SODA = re.compile(r"^\d{8}T\d{12}Z-[a-z_]+-[0-9a-f]{6}\.json$")
+"""Names `write_input` gives its files."""
+
+
 def _candidates(inbox: Path, settle_seconds: float, skipped: list[str]) -> list[str]:
     """Names of regular files ready to take, oldest first; unsettled ones go to `skipped`."""
     ready: list[tuple[float, str]] = []
@@ -206,8 +210,9 @@ def _candidates(inbox: Path, settle_seconds: float, skipped: list[str]) -> list[
             mtime = entry.stat(follow_symlinks=False).st_mtime
         except FileNotFoundError:
             continue  # a person took it back between the listing and now
-        # A file touched moments ago may still be open in an editor.
-        if 0 <= current - mtime < settle_seconds:
+        # A file touched moments ago may still be open in an editor; soda's own
+        # files (write_input) arrive whole by rename and need no settling.
+        if 0 <= current - mtime < settle_seconds and not WRITTEN_BY_SODA.match(entry.name):
             skipped.append(entry.name)
         else:
             ready.append((mtime, entry.name))

@@ -498,3 +498,15 @@ def test_a_file_of_exactly_256_kib_is_accepted(state: Path, db: Database, events
     report = ingest(state, db, events)
 
     assert len(report.accepted) == 1
+
+
+def test_soda_written_files_need_no_settling(tmp_path: Path) -> None:
+    from soda.events import Events
+    from soda.store import open_db
+
+    db = open_db(tmp_path / "soda.db")
+    write_input(tmp_path, HumanInput(kind="correction", text="now"))
+    (tmp_path / "inbox" / "notes.md").write_text("still typing")
+    report = ingest(tmp_path, db, Events(db), settle_seconds=60)
+    assert len(report.accepted) == 1
+    assert report.skipped == ["notes.md"]

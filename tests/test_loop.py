@@ -241,3 +241,65 @@ def test_on_done_leave_keeps_the_base_branch(tmp_path: Path) -> None:
     result, _, _ = run(root)
     assert result.ending is Ending.DONE
     assert git(root, "rev-parse", "main") == before
+
+
+def test_single_orient_pattern_uses_one_agent(tmp_path: Path) -> None:
+    orienter = submit(
+        "orienter",
+        {
+            "spec_satisfied": True,
+            "actionable_work_exists": False,
+            "confidence": "medium",
+            "summary": "already met",
+            "task_updates": [],
+            "new_tasks": [],
+            "gaps": [],
+            "iteration_plan": None,
+            "stuck_reason": None,
+            "learnings": ["the suite runs in under a second"],
+        },
+    )
+    root = project(tmp_path, [orienter])
+    config = root / "soda.toml"
+    config.write_text(
+        config.read_text().replace('orient_pattern = "split"', 'orient_pattern = "single"')
+    )
+    result, _, session = run(root)
+    assert result.ending is Ending.DONE
+    agents = [r[0] for r in session.db.execute("SELECT agent FROM agent_calls")]
+    assert agents == ["orienter"]
+    learned = [r[0] for r in session.db.execute("SELECT text FROM learnings")]
+    assert learned == ["the suite runs in under a second"]
+
+
+def test_human_input_reaches_orient_and_is_marked_applied(tmp_path: Path) -> None:
+    from soda.contracts import HumanInput
+    from soda.inbox import write_input
+
+    root = project(
+        tmp_path,
+        [
+            VERIFIED,
+            NOT_MET,
+            submit(
+                "planner",
+                {
+                    "actionable_work_exists": False,
+                    "new_tasks": [],
+                    "iteration_plan": None,
+                    "stuck_reason": "waiting for the person",
+                    "learnings": [],
+                },
+            ),
+        ],
+    )
+    write_input(root / "state", HumanInput(kind="correction", text="use integer division"))
+    session = Session.open(load(root / "soda.toml"))
+    run_loop(session, lambda line: None)
+    first_request = session.model.requests[0]  # type: ignore[attr-defined]
+    assert "use integer division" in first_request.messages[0].text
+    row = session.db.execute(
+        "SELECT status, applied_iteration, response FROM human_inputs"
+    ).fetchone()
+    assert row[0] == "applied" and row[1] == 1
+    assert "ORIENT" in row[2]
