@@ -7,6 +7,7 @@
     │   ├── NotAGitRepository  soda was pointed at a directory outside git
     │   └── CredentialsError   the provider refused the API key (401/403)
     ├── BudgetExhausted        a [budget] limit was passed: the run stops as STUCK (exit 3)
+    ├── Interrupted            a signal asked soda to stop; raised at the next safe point
     ├── TransientError         the world hiccupped (timeouts, 429, 5xx); retried with
     │                          backoff inside the provider, then surfaced: the iteration
     │                          ends, nothing is lost, the run can resume (exit 5)
@@ -65,6 +66,13 @@ class BudgetExhausted(SodaError):
     the loop stops as STUCK with this message as the reason. Exit code 3."""
 
     exit_code = 3
+
+
+class Interrupted(SodaError):
+    """SIGTERM/SIGINT asked soda to stop: raised between tool calls (a safe point),
+    so the iteration is recorded as interrupted and its worktree removed. Exit 0."""
+
+    exit_code = 0
 
 
 class TransientError(SodaError):

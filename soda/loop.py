@@ -20,6 +20,7 @@ from soda.decide import Budget, Control, Decision, Kind, LoopState, decide
 from soda.errors import (
     BudgetExhausted,
     ContractViolation,
+    Interrupted,
     ModelStopped,
     StructuralError,
     TransientError,
@@ -206,6 +207,10 @@ def run_iteration(session: Session, say: Printer) -> IterationResult:
         record.save(outcome="error", error=str(exc))
         session.finish_run("error", str(exc))
         raise
+    except Interrupted as exc:
+        record.save(outcome="interrupted", error=str(exc))
+        say(f"interrupted: {exc}")
+        return IterationResult(record.number, Ending.INTERRUPTED, str(exc))
     except KeyboardInterrupt:
         record.save(outcome="interrupted", error="interrupted by a signal")
         session.finish_run("interrupted", "interrupted by a signal")

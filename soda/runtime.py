@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import json
 import tomllib
+from collections.abc import Callable
 from dataclasses import dataclass
 from functools import cache
 from typing import Any, Literal, Protocol
@@ -26,6 +27,7 @@ from soda.contracts import Contract, load_schema, validate
 from soda.errors import (
     BudgetExhausted,
     ContractViolation,
+    Interrupted,
     ModelStopped,
     StructuralError,
     Violation,
@@ -150,12 +152,16 @@ class AgentRunner:
         self.model = model
         self.config = config
         self.record = record
+        self.should_stop: Callable[[], bool] = lambda: False
+        """Checked before every model call: the safe point where a signal takes effect."""
 
     def run(self, agent: Agent, inputs: dict[str, Any], toolbox: Toolset | None) -> Answer:
         tools = (toolbox.specs() if toolbox else []) + terminal_tools(agent)
         messages = [Message(role="user", text=render_inputs(agent, inputs))]
         model_id = self.config.model.strong if agent.tier == "strong" else self.config.model.fast
         for turn in range(1, self.config.model.max_turns + 1):
+            if self.should_stop():
+                raise Interrupted(f"stopped before turn {turn} of agent {agent.name}")
             request = ModelRequest(
                 agent=agent.name,
                 model=model_id,

@@ -26,7 +26,9 @@ from soda.events import Events
 from soda.git import open_repo
 from soda.llm import make_model
 from soda.llm.base import Model
+from soda.lock import acquire_lock
 from soda.milestone import milestone_branch, milestone_name
+from soda.recovery import recover
 from soda.runtime import AgentRunner, CallRecorder
 from soda.store import open_db
 from soda.store.db import dumps, now
@@ -61,8 +63,10 @@ class Session:
     @classmethod
     def open(cls, config: Config, model: Model | None = None) -> Session:
         repo = open_repo(config.root)
+        acquire_lock(config.state_dir)  # one soda per repository, daemon or foreground
         db = open_db(config.db_path)
         events = Events(db, config.state_dir / "logs" / "events.jsonl")
+        recover(config, db, repo, events)
         model = model or make_model(config, events.emit)
         tracker = SqliteTracker(db, milestone_name(config))
         milestone = start_milestone(config, repo, tracker)
@@ -89,7 +93,9 @@ class Session:
         recorder.run_id = run_id
         runner = AgentRunner(model, config, recorder)
         events.emit("run.start", {"milestone": milestone.branch, "provider": model.provider})
-        return cls(config, repo, db, events, model, tracker, recorder, runner, milestone, run_id)
+        session = cls(config, repo, db, events, model, tracker, recorder, runner, milestone, run_id)
+        runner.should_stop = lambda: session.stop_requested
+        return session
 
     def spec_text(self) -> str:
         return self.config.spec_path.read_text(encoding="utf-8")

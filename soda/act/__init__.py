@@ -55,7 +55,7 @@ def act(session: Session, plan: IterationPlan, number: int, iteration_id: int) -
         report = execute_plan(
             plan,
             lambda task, missing: _run_task(session, ws, plan, task, missing, baseline),
-            lambda: session.cancel_requested,
+            lambda: session.cancel_requested or session.stop_requested,
         )
         result = _finalize(session, ws, plan, report, baseline, number)
         _record_trace(session, report, result, iteration_id)

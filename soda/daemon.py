@@ -1,0 +1,348 @@
+"""The long-running soda: one instance per repository, woken by files, driven by ticks.
+
+    soda start  -> spawns `soda daemon-run` detached (own session, log in state/logs/)
+    daemon-run  -> lock, recover, then: tick (APScheduler) or wake (watchfiles)
+                   -> ingest the inbox -> control inputs -> maybe one iteration
+    soda stop   -> SIGTERM; the daemon stops at the next safe point and exits 0
+
+After CONTINUE the daemon iterates again at once. After DONE, STUCK or HALT it
+idles: no model calls and no busy loop, until a file lands in the inbox or the
+spec changes. A transient failure is retried on a later tick. SIGHUP reloads
+soda.toml. The instance lock (`state/soda.lock`, flock) is what makes a second
+start refuse; `state/soda.pid` only says who holds it.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import signal
+import subprocess
+import sys
+import threading
+import time
+from dataclasses import dataclass
+from datetime import datetime
+from pathlib import Path
+from typing import Any
+
+from apscheduler.schedulers.background import BackgroundScheduler
+from apscheduler.triggers.cron import CronTrigger
+from sqlite_utils import Database
+
+from soda import inbox
+from soda.config import Config, load
+from soda.errors import ConfigError, SodaError, UserError
+from soda.events import Events
+from soda.lock import release_lock, running_pid
+from soda.loop import Ending, run_iteration
+from soda.proc import run as run_command
+from soda.recovery import pid_alive
+
+LOG_NAME = "soda.log"
+LOG_KEEP = 3
+LOG_MAX_BYTES = 5 * 1024 * 1024
+
+# --- start / stop / status ----------------------------------------------------
+
+
+def start(config: Config, wait_seconds: float = 10.0) -> int:
+    """Launch the daemon detached and return its pid once it holds the lock."""
+    state = config.state_dir
+    holder = running_pid(state)
+    if holder:
+        raise UserError(f"soda is already running here (pid {holder}); `soda stop` ends it")
+    log_path = state / "logs" / LOG_NAME
+    rotate_log(log_path)
+    with log_path.open("ab") as log:
+        child = subprocess.Popen(
+            [sys.executable, "-m", "soda", "-C", str(config.root), "daemon-run"],
+            cwd=config.root,
+            stdin=subprocess.DEVNULL,
+            stdout=log,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
+        )
+    deadline = time.monotonic() + wait_seconds
+    while time.monotonic() < deadline:
+        if child.poll() is not None:
+            break
+        if running_pid(state) == child.pid:
+            return child.pid
+        time.sleep(0.05)
+    tail = log_path.read_text(errors="replace")[-2000:] if log_path.exists() else ""
+    if child.poll() is None:
+        child.terminate()
+    raise SodaError(f"the daemon did not come up; end of {log_path}:\n{tail.strip()}")
+
+
+def stop(config: Config, wait_seconds: float = 15.0) -> int | None:
+    """SIGTERM the daemon and wait for it to exit; its pid, or None if none ran."""
+    pid = running_pid(config.state_dir)
+    if pid is None:
+        return None
+    os.kill(pid, signal.SIGTERM)
+    deadline = time.monotonic() + wait_seconds
+    while time.monotonic() < deadline:
+        if running_pid(config.state_dir) is None and not pid_alive(pid):
+            return pid
+        _reap(pid)
+        time.sleep(0.05)
+    raise SodaError(f"soda (pid {pid}) did not stop within {wait_seconds:.0f}s")
+
+
+def _reap(pid: int) -> None:
+    """Collect the daemon if we are its parent (tests start it from this process)."""
+    with contextlib.suppress(ChildProcessError):
+        os.waitpid(pid, os.WNOHANG)
+
+
+@dataclass
+class Status:
+    pid: int | None
+    iteration: int | None
+    phase: str | None
+    last_decision: str | None
+    last_reason: str | None
+    pending_inputs: int
+
+    def lines(self) -> list[str]:
+        state = f"running (pid {self.pid})" if self.pid else "stopped"
+        current = f"iteration {self.iteration}, phase {self.phase}" if self.iteration else "idle"
+        return [
+            f"soda: {state}",
+            f"now: {current if self.pid else '-'}",
+            f"last decision: {self.last_decision or '-'}"
+            + (f" ({self.last_reason})" if self.last_reason else ""),
+            f"pending human inputs: {self.pending_inputs}",
+        ]
+
+
+def status(config: Config, db: Database) -> Status:
+    pid = running_pid(config.state_dir)
+    current = db.execute(
+        "SELECT number, phase FROM iterations WHERE ended_at IS NULL ORDER BY number DESC LIMIT 1"
+    ).fetchone()
+    last = db.execute(
+        "SELECT decision, decision_reason FROM iterations WHERE decision IS NOT NULL"
+        " ORDER BY number DESC LIMIT 1"
+    ).fetchone()
+    pending = db.execute("SELECT count(*) FROM human_inputs WHERE status = 'pending'").fetchone()
+    return Status(
+        pid=pid,
+        iteration=current[0] if current and pid else None,
+        phase=current[1] if current and pid else None,
+        last_decision=last[0] if last else None,
+        last_reason=last[1] if last else None,
+        pending_inputs=pending[0],
+    )
+
+
+def rotate_log(path: Path) -> None:
+    """Keep the log under LOG_MAX_BYTES at start: soda.log -> soda.log.1 -> ... .3"""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    if not path.exists() or path.stat().st_size < LOG_MAX_BYTES:
+        return
+    for n in range(LOG_KEEP - 1, 0, -1):
+        older = path.with_name(f"{path.name}.{n}")
+        if older.exists():
+            older.replace(path.with_name(f"{path.name}.{n + 1}"))
+    path.replace(path.with_name(f"{path.name}.1"))
+
+
+# --- notifications -------------------------------------------------------------
+
+
+def notify(config: Config, event: str, iteration: int, reason: str, events: Events) -> None:
+    """Run `[daemon] notify_command` on DONE, STUCK and HALT; never fatal."""
+    command = config.daemon.notify_command
+    if not command:
+        return
+    result = run_command(
+        command,
+        cwd=config.root,
+        timeout=30,
+        extra_env={"SODA_EVENT": event, "SODA_ITERATION": str(iteration), "SODA_REASON": reason},
+    )
+    if not result.ok:
+        events.emit("notify.failed", {"command": command, "output": result.output[-500:]})
+
+
+# --- working windows -----------------------------------------------------------
+
+
+def parse_windows(expressions: list[str]) -> list[CronTrigger]:
+    triggers = []
+    for index, expression in enumerate(expressions):
+        try:
+            triggers.append(CronTrigger.from_crontab(expression))
+        except ValueError as exc:
+            raise ConfigError(
+                f"soda.toml: daemon.windows[{index}]: {exc} ({expression!r})"
+            ) from exc
+    return triggers
+
+
+def in_window(triggers: list[CronTrigger], moment: datetime) -> bool:
+    """True when `moment`'s minute matches one of the cron expressions (or none are set)."""
+    if not triggers:
+        return True
+    minute = moment.astimezone().replace(second=0, microsecond=0)
+    return any(trigger.get_next_fire_time(None, minute) == minute for trigger in triggers)
+
+
+# --- the daemon process ---------------------------------------------------------
+
+
+class Daemon:
+    """The process behind `soda start`. `run()` returns the exit code."""
+
+    def __init__(self, config_path: Path) -> None:
+        self.config_path = config_path
+        self.config = load(config_path)
+        self.wake = threading.Event()
+        self.stopping = threading.Event()
+        self.reload_requested = False
+        self.idle = False
+        self.paused = False
+        self.signals = 0
+        self.windows = parse_windows(self.config.daemon.windows)
+
+    def say(self, line: str) -> None:
+        print(f"{datetime.now().isoformat(timespec='seconds')} {line}", flush=True)
+
+    def run(self) -> int:
+        from soda.session import Session
+
+        self._install_signals()
+        session = Session.open(self.config)
+        self.session = session
+        scheduler = BackgroundScheduler()
+        scheduler.add_job(
+            self.wake.set,
+            "interval",
+            seconds=self.config.daemon.tick_seconds,
+            coalesce=True,
+            max_instances=1,
+            misfire_grace_time=30,
+            id="tick",
+        )
+        scheduler.start()
+        watcher = threading.Thread(target=self._watch, name="soda-watch", daemon=True)
+        watcher.start()
+        self.say(f"soda daemon up (pid {os.getpid()}), milestone {session.milestone.branch}")
+        try:
+            while not self.stopping.is_set():
+                self._tick(session)
+                self.wake.wait()
+                self.wake.clear()
+        finally:
+            scheduler.shutdown(wait=False)
+            session.finish_run("stopped", "daemon stopped")
+            release_lock(self.config.state_dir)
+            self.say("soda daemon stopped")
+        return 0
+
+    def _tick(self, session: Any) -> None:
+        if self.reload_requested:
+            self._reload(session)
+        report = inbox.ingest(self.config.state_dir, session.db, session.events, settle_seconds=0.2)
+        if report.accepted:
+            self.idle = False
+        self._apply_control(session)
+        if self.stopping.is_set() or self.paused or self.idle:
+            return
+        if not in_window(self.windows, datetime.now()):
+            return
+        session.events.emit("sense.start", {})
+        result = run_iteration(session, self.say)
+        if result.ending is Ending.CONTINUE:
+            self.wake.set()  # more work: go again without waiting for a tick
+        elif result.ending in (Ending.DONE, Ending.STUCK, Ending.HALT):
+            self.idle = True
+            self.say(f"{result.ending.name}: {result.reason}; idle until a person writes")
+            notify(self.config, result.ending.name, result.number, result.reason, session.events)
+        elif result.ending is Ending.INTERRUPTED:
+            self.stopping.set()
+
+    def _apply_control(self, session: Any) -> None:
+        for item in inbox.pending(session.db):
+            kind = item.kind
+            if kind not in ("pause", "resume", "stop", "cancel"):
+                continue
+            response = {
+                "pause": "paused: no iterations until resume",
+                "resume": "resumed",
+                "stop": "daemon stopping",
+                "cancel": "cancelled the running plan",
+            }[kind]
+            self.paused = {"pause": True, "resume": False}.get(kind, self.paused)
+            if kind == "stop":
+                self.stopping.set()
+            if kind == "resume":
+                self.idle = False
+            inbox.mark_applied(session.db, [item.id], session.next_iteration_number(), response)
+            session.events.emit("control", {"kind": kind, "response": response})
+            self.say(f"control: {response}")
+
+    def _reload(self, session: Any) -> None:
+        self.reload_requested = False
+        try:
+            config = load(self.config_path)
+            windows = parse_windows(config.daemon.windows)
+        except SodaError as exc:
+            session.events.emit("config.reload_failed", {"error": str(exc)})
+            self.say(f"SIGHUP: kept the old config: {exc}")
+            return
+        self.config, self.windows = config, windows
+        session.config = config
+        session.runner.config = config
+        session.recorder.config = config
+        session.events.emit("config.reloaded", {})
+        self.say("SIGHUP: soda.toml reloaded")
+
+    def _watch(self) -> None:
+        """Wake the loop the moment something lands in the inbox or the spec changes."""
+        import watchfiles
+
+        inbox_dir = self.config.state_dir / "inbox"
+        inbox_dir.mkdir(parents=True, exist_ok=True)
+        spec = self.config.spec_path.resolve()
+
+        def relevant(change: watchfiles.Change, path: str) -> bool:
+            p = Path(path)
+            if p.name.startswith(".") or p.name.endswith(("~", ".swp", ".tmp")):
+                return False
+            return p.resolve() == spec or p.parent.resolve() == inbox_dir.resolve()
+
+        for _ in watchfiles.watch(
+            inbox_dir,
+            spec.parent,
+            watch_filter=relevant,
+            stop_event=self.stopping,
+            debounce=50,
+            step=20,
+            rust_timeout=500,
+            yield_on_timeout=False,
+        ):
+            self.idle = False
+            self.wake.set()
+
+    def _install_signals(self) -> None:
+        def stop(signum: int, frame: object) -> None:
+            self.signals += 1
+            if self.signals > 1:
+                raise KeyboardInterrupt  # a second signal: stop now
+            self.stopping.set()
+            session = getattr(self, "session", None)
+            if session is not None:
+                session.stop_requested = True
+            self.wake.set()
+
+        def reload(signum: int, frame: object) -> None:
+            self.reload_requested = True
+            self.wake.set()
+
+        signal.signal(signal.SIGTERM, stop)
+        signal.signal(signal.SIGINT, stop)
+        signal.signal(signal.SIGHUP, reload)
