@@ -41,6 +41,8 @@ from soda.recovery import pid_alive
 
 LOG_NAME = "soda.log"
 LOG_KEEP = 3
+SETTLE_SECONDS = 0.2
+"""A file younger than this may still be open in an editor; ingest waits for it."""
 LOG_MAX_BYTES = 5 * 1024 * 1024
 
 # --- start / stop / status ----------------------------------------------------
@@ -203,6 +205,7 @@ class Daemon:
         self.wake = threading.Event()
         self.stopping = threading.Event()
         self.reload_requested = False
+        self.spec_changed = False
         self.idle = False
         self.paused = False
         self.signals = 0
@@ -246,9 +249,14 @@ class Daemon:
     def _tick(self, session: Any) -> None:
         if self.reload_requested:
             self._reload(session)
-        report = inbox.ingest(self.config.state_dir, session.db, session.events, settle_seconds=0.2)
-        if report.accepted:
+        report = inbox.ingest(
+            self.config.state_dir, session.db, session.events, settle_seconds=SETTLE_SECONDS
+        )
+        if report.skipped:  # still being written: look again once it has settled
+            threading.Timer(SETTLE_SECONDS + 0.05, self.wake.set).start()
+        if report.accepted or self.spec_changed:
             self.idle = False
+            self.spec_changed = False
         self._apply_control(session)
         if self.stopping.is_set() or self.paused or self.idle:
             return
@@ -315,7 +323,7 @@ class Daemon:
                 return False
             return p.resolve() == spec or p.parent.resolve() == inbox_dir.resolve()
 
-        for _ in watchfiles.watch(
+        for changes in watchfiles.watch(
             inbox_dir,
             spec.parent,
             watch_filter=relevant,
@@ -325,7 +333,8 @@ class Daemon:
             rust_timeout=500,
             yield_on_timeout=False,
         ):
-            self.idle = False
+            if any(Path(path).resolve() == spec for _, path in changes):
+                self.spec_changed = True
             self.wake.set()
 
     def _install_signals(self) -> None:
