@@ -37,26 +37,16 @@ def test_bad_window_names_the_key() -> None:
 
 def test_lock_refuses_a_second_holder_and_clears_a_stale_pid(tmp_path: Path) -> None:
     state = tmp_path / "state"
-    holder = (
-        subprocess.Popen(
-            [
-                "python3",
-                "-c",
-                f"""
-import fcntl, os, sys, time
-h = open({str(state / "soda.lock")!r}, 'a+'); fcntl.flock(h, fcntl.LOCK_EX)
-open({str(state / PID_NAME)!r}, 'w').write(str(os.getpid()))
-print('locked', flush=True); time.sleep(30)
-""",
-            ],
-            stdout=subprocess.PIPE,
-            text=True,
-        )
-        if state.mkdir(parents=True) is None
-        else None
+    state.mkdir()
+    script = (
+        "import fcntl, os, time\n"
+        f"h = open({str(state / 'soda.lock')!r}, 'a+'); fcntl.flock(h, fcntl.LOCK_EX)\n"
+        f"open({str(state / PID_NAME)!r}, 'w').write(str(os.getpid()))\n"
+        "print('locked', flush=True); time.sleep(30)\n"
     )
+    holder = subprocess.Popen(["python3", "-c", script], stdout=subprocess.PIPE, text=True)
     try:
-        assert holder is not None and holder.stdout is not None
+        assert holder.stdout is not None
         assert holder.stdout.readline().strip() == "locked"
         assert running_pid(state) == holder.pid
         with pytest.raises(UserError, match=f"already running here \\(pid {holder.pid}\\)"):
