@@ -68,7 +68,10 @@ class RecordedRequest:
 class FakeAPI:
     """The server: a queue of replies in, a list of recorded requests out."""
 
-    def __init__(self) -> None:
+    def __init__(self, path: str = "/v1/messages", require_key: bool = True) -> None:
+        self.path = path
+        """The one endpoint served (the OpenAI-compatible fake reuses this server)."""
+        self.require_key = require_key
         self.requests: list[RecordedRequest] = []
         self.exhausted = 0
         self._queue: deque[Reply] = deque()
@@ -139,9 +142,9 @@ class _Handler(BaseHTTPRequestHandler):
         raw = self.rfile.read(int(self.headers.get("content-length") or 0))
         headers = {name.lower(): value for name, value in self.headers.items()}
         fake._record(RecordedRequest("POST", self.path, headers, _parse(raw)))
-        if self.path.split("?")[0] != "/v1/messages":
+        if self.path.split("?")[0] != fake.path:
             reply = error_response(404, "not_found_error", f"fake API has no {self.path}")
-        elif not api_key_of(headers):
+        elif fake.require_key and not api_key_of(headers):
             reply = error_response(401, "authentication_error", "x-api-key header is required")
         else:
             reply = fake._next_reply()

@@ -1,0 +1,259 @@
+"""The OpenAI-compatible provider: soda's `Model` protocol over `POST /chat/completions`.
+
+For local model servers (Ollama, vLLM, llama.cpp's server) and gateways. It is
+plain `httpx` rather than the `openai` package: soda needs one endpoint, and
+local servers differ enough that a thin, visible mapping is easier to trust than
+an SDK's assumptions. Errors are classified exactly as for Anthropic and retried
+in one place, `soda.llm.retry`.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import time
+from collections.abc import Callable
+from typing import Any
+
+import httpx
+
+from soda.config import ModelConfig
+from soda.errors import ConfigError, CredentialsError, ModelStopped, StructuralError
+from soda.llm.base import (
+    EventSink,
+    Message,
+    ModelRequest,
+    ModelResponse,
+    ToolCall,
+    ToolSpec,
+    Usage,
+)
+from soda.llm.retry import RetryableError, call_with_retries
+
+ANSWER_CALL_ID = "answer"
+RETRYABLE_STATUS = frozenset({408, 409, 429})
+"""Besides every 5xx: timeout, conflict, rate limit."""
+
+
+class OpenAICompatModel:
+    """A Model answered by an OpenAI-compatible chat-completions endpoint."""
+
+    provider = "openai"
+
+    def __init__(
+        self,
+        config: ModelConfig,
+        emit: EventSink,
+        *,
+        sleep: Callable[[float], None] = time.sleep,
+    ) -> None:
+        if not config.base_url:
+            raise ConfigError(
+                'soda.toml: model.base_url: required for provider = "openai" '
+                "(e.g. http://127.0.0.1:11434/v1)"
+            )
+        self.config = config
+        self.emit = emit
+        self.sleep = sleep
+        headers = {"content-type": "application/json"}
+        key = os.environ.get(config.api_key_env)
+        if key:  # local servers usually need none
+            headers["authorization"] = f"Bearer {key}"
+        self.client = httpx.Client(
+            base_url=config.base_url.rstrip("/"),
+            headers=headers,
+            timeout=httpx.Timeout(
+                connect=config.connect_timeout,
+                read=config.read_timeout,
+                write=config.read_timeout,
+                pool=config.connect_timeout,
+            ),
+        )
+
+    def complete(self, request: ModelRequest) -> ModelResponse:
+        json_mode = _answers_as_json(request)
+        body = build_body(request, json_mode)
+        data, latency_ms = call_with_retries(
+            lambda: self._send(body),
+            max_retries=self.config.max_retries,
+            max_total_wait=self.config.max_retry_wait,
+            emit=self.emit,
+            describe=f"agent {request.agent} ({request.model})",
+            sleep=self.sleep,
+        )
+        return to_response(data, request, json_mode, latency_ms)
+
+    def _send(self, body: dict[str, Any]) -> tuple[dict[str, Any], int]:
+        started = time.monotonic()
+        try:
+            response = self.client.post("/chat/completions", json=body)
+        except httpx.TransportError as exc:  # connect, read timeout, dropped connection
+            raise RetryableError(f"{type(exc).__name__}: {exc}") from exc
+        latency_ms = int((time.monotonic() - started) * 1000)
+        if response.status_code >= 400:
+            raise self._http_error(response)
+        try:
+            data = response.json()
+        except ValueError as exc:
+            raise RetryableError("the response body was not valid JSON (truncated?)") from exc
+        return data, latency_ms
+
+    def _http_error(self, response: httpx.Response) -> Exception:
+        status = response.status_code
+        message = _error_message(response)
+        if status in RETRYABLE_STATUS or status >= 500:
+            return RetryableError(f"HTTP {status}: {message}", retry_after=_retry_after(response))
+        if status in (401, 403):
+            return CredentialsError(
+                f"the model server refused the key (HTTP {status}): check "
+                f"{self.config.api_key_env} (model.api_key_env)"
+            )
+        return StructuralError(f"the model server rejected the request (HTTP {status}): {message}")
+
+
+def _answers_as_json(request: ModelRequest) -> bool:
+    """With no tools but the answer, ask for JSON output; otherwise require a tool call."""
+    return all(tool.name == request.answer_tool for tool in request.tools)
+
+
+def build_body(request: ModelRequest, json_mode: bool) -> dict[str, Any]:
+    answer = next((t for t in request.tools if t.name == request.answer_tool), None)
+    if answer is None:
+        raise StructuralError(f"request from {request.agent} lacks its answer tool")
+    body: dict[str, Any] = {
+        "model": request.model,
+        "max_tokens": request.max_tokens,
+        "messages": [
+            {"role": "system", "content": request.system},
+            *wire_messages(request.messages),
+        ],
+    }
+    if json_mode:
+        body["response_format"] = {
+            "type": "json_schema",
+            "json_schema": {"name": answer.name, "schema": answer.input_schema, "strict": True},
+        }
+    else:
+        body["tools"] = [wire_tool(tool) for tool in request.tools]
+        body["tool_choice"] = "required"
+    return body
+
+
+def wire_tool(tool: ToolSpec) -> dict[str, Any]:
+    return {
+        "type": "function",
+        "function": {
+            "name": tool.name,
+            "description": tool.description,
+            "parameters": tool.input_schema,
+            "strict": True,
+        },
+    }
+
+
+def wire_messages(messages: list[Message]) -> list[dict[str, Any]]:
+    out: list[dict[str, Any]] = []
+    for message in messages:
+        if message.role == "assistant":
+            item: dict[str, Any] = {"role": "assistant", "content": message.text or None}
+            if message.tool_calls:
+                item["tool_calls"] = [
+                    {
+                        "id": call.id,
+                        "type": "function",
+                        "function": {"name": call.name, "arguments": json.dumps(call.input)},
+                    }
+                    for call in message.tool_calls
+                ]
+            out.append(item)
+            continue
+        out.extend(
+            {
+                "role": "tool",
+                "tool_call_id": result.call_id,
+                "content": ("ERROR: " if result.is_error else "") + result.content,
+            }
+            for result in message.tool_results
+        )
+        if message.text:
+            out.append({"role": "user", "content": message.text})
+    return out
+
+
+def to_response(
+    data: dict[str, Any], request: ModelRequest, json_mode: bool, latency_ms: int
+) -> ModelResponse:
+    try:
+        choice = data["choices"][0]
+        message = choice["message"]
+    except (KeyError, IndexError, TypeError) as exc:
+        raise StructuralError(
+            f"the model server's answer has no choices: {str(data)[:300]}"
+        ) from exc
+    finish = choice.get("finish_reason") or "stop"
+    text = message.get("content") or ""
+    calls = [_tool_call(call) for call in message.get("tool_calls") or []]
+    if message.get("refusal") or finish == "content_filter":
+        raise ModelStopped(
+            "refusal", f"the model refused: {message.get('refusal') or finish}", raw=data
+        )
+    if finish == "length" and not calls:
+        raise ModelStopped("max_tokens", "the answer was cut off at max_tokens", raw=data)
+    if json_mode:
+        try:
+            answer = json.loads(text)
+        except ValueError as exc:
+            raise ModelStopped(
+                "invalid_json", f"the structured answer is not JSON: {text[:200]!r}", raw=data
+            ) from exc
+        calls = [ToolCall(ANSWER_CALL_ID, request.answer_tool, answer)]
+    return ModelResponse(
+        text="" if json_mode else text,
+        tool_calls=calls,
+        stop_reason=finish,
+        usage=_usage(data.get("usage") or {}),
+        model=data.get("model") or request.model,
+        raw=data,
+        latency_ms=latency_ms,
+    )
+
+
+def _tool_call(call: dict[str, Any]) -> ToolCall:
+    function = call.get("function") or {}
+    try:
+        arguments = json.loads(function.get("arguments") or "{}")
+    except ValueError as exc:
+        raise ModelStopped(
+            "invalid_json", f"tool call {function.get('name')!r} has arguments that are not JSON"
+        ) from exc
+    return ToolCall(call.get("id") or "call", function.get("name") or "", arguments)
+
+
+def _usage(usage: dict[str, Any]) -> Usage:
+    cached = (usage.get("prompt_tokens_details") or {}).get("cached_tokens") or 0
+    return Usage(
+        input_tokens=max(0, (usage.get("prompt_tokens") or 0) - cached),
+        output_tokens=usage.get("completion_tokens") or 0,
+        cache_read_tokens=cached,
+    )
+
+
+def _error_message(response: httpx.Response) -> str:
+    try:
+        error = response.json().get("error")
+    except ValueError:
+        return response.text[:300]
+    if isinstance(error, dict):
+        return str(error.get("message") or error)
+    return str(error or response.text[:300])
+
+
+def _retry_after(response: httpx.Response) -> float | None:
+    for name, scale in (("retry-after-ms", 0.001), ("retry-after", 1.0)):
+        value = response.headers.get(name)
+        if value:
+            try:
+                return float(value) * scale
+            except ValueError:
+                continue
+    return None
