@@ -26,6 +26,7 @@ from soda.errors import (
     TransientError,
     UserError,
 )
+from soda.human import apply_direct_inputs
 from soda.orient import apply_orientation, orient
 from soda.sense import SenseInput, sense
 from soda.session import IterationRecord, Session
@@ -111,6 +112,8 @@ def _close_milestone(session: Session, summary: str, say: Printer) -> None:
 
 def sense_phase(session: Session, record: IterationRecord, say: Printer) -> Claims:
     inbox.ingest(session.config.state_dir, session.db, session.events)
+    for line in apply_direct_inputs(session, record.number):
+        say(f"human: {line}")
     claims = sense(
         SenseInput(
             repo_path=session.config.root,

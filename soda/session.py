@@ -107,7 +107,7 @@ class Session:
             )
         self.events.emit("run.end", {"status": status, "reason": reason})
 
-    def store_learnings(self, learnings: list[str], agent: str, iteration_id: int) -> None:
+    def store_learnings(self, learnings: list[str], agent: str, iteration_id: int | None) -> None:
         """Keep new learnings; one already active is not stored twice."""
         existing = {
             row[0] for row in self.db.execute("SELECT text FROM learnings WHERE active = 1")

@@ -303,3 +303,42 @@ def test_human_input_reaches_orient_and_is_marked_applied(tmp_path: Path) -> Non
     ).fetchone()
     assert row[0] == "applied" and row[1] == 1
     assert "ORIENT" in row[2]
+
+
+def test_spec_change_and_overrides_are_applied_at_sense(tmp_path: Path) -> None:
+    from soda.contracts import HumanInput
+    from soda.inbox import write_input
+
+    planner = submit(
+        "planner",
+        {
+            "actionable_work_exists": False,
+            "new_tasks": [],
+            "iteration_plan": None,
+            "stuck_reason": "-",
+            "learnings": [],
+        },
+    )
+    root = project(tmp_path, [VERIFIED, NOT_MET, planner])
+    session = Session.open(load(root / "soda.toml"))
+    extra = session.tracker.create("Write docs", parent_id=session.milestone.root_task_id)
+    state = root / "state"
+    write_input(state, HumanInput(kind="spec_change", text="- [ ] `calc.power(a, b)` exists."))
+    write_input(state, HumanInput(kind="override", action="skip", task_id=extra.id))
+    write_input(state, HumanInput(kind="override", action="constraint", text="no numpy"))
+    lines: list[str] = []
+    run_loop(session, lines.append)
+    spec = (root / "specs" / "SPEC.md").read_text()
+    assert spec.rstrip().endswith("- [ ] `calc.power(a, b)` exists.")
+    assert "# Calculator" in spec  # amended, not replaced
+    assert "calc.power" in session.model.requests[0].messages[0].text  # type: ignore[attr-defined]
+    assert session.tracker.show(extra.id).status == "blocked"
+    learned = [r[0] for r in session.db.execute("SELECT text FROM learnings")]
+    assert "Constraint from a person: no numpy" in learned
+    responses = dict(
+        session.db.execute(
+            "SELECT kind, response FROM human_inputs WHERE kind != 'override' OR response LIKE 'task%'"
+        )
+    )
+    assert responses["spec_change"] == "spec amended in SPEC.md"
+    assert any(line.startswith("human: task #") for line in lines)
