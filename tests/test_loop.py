@@ -337,7 +337,8 @@ def test_spec_change_and_overrides_are_applied_at_sense(tmp_path: Path) -> None:
     assert "Constraint from a person: no numpy" in learned
     responses = dict(
         session.db.execute(
-            "SELECT kind, response FROM human_inputs WHERE kind != 'override' OR response LIKE 'task%'"
+            "SELECT kind, response FROM human_inputs"
+            " WHERE kind != 'override' OR response LIKE 'task%'"
         )
     )
     assert responses["spec_change"] == "spec amended in SPEC.md"
