@@ -282,7 +282,7 @@ class Daemon:
                 "pause": "paused: no iterations until resume",
                 "resume": "resumed",
                 "stop": "daemon stopping",
-                "cancel": "cancelled the running plan",
+                "cancel": "no plan was running; nothing to cancel",
             }[kind]
             self.paused = {"pause": True, "resume": False}.get(kind, self.paused)
             if kind == "stop":

@@ -39,6 +39,8 @@ MAX_COMMENTS = 20
 MAX_RECENT_ITERATIONS = 5
 MAX_LEARNINGS = 20
 MAX_HUMAN = 20
+NOT_FOR_ORIENT = ("pause", "resume", "stop", "cancel", "approve", "reject")
+"""Control and approval inputs: the daemon, the approval gate and ACT act on them."""
 
 
 @dataclass(frozen=True)
@@ -193,6 +195,7 @@ def loop_status(recent: list[IterationBrief], window: int, threshold: int) -> Lo
 def human_claims(db: Database) -> HumanClaims:
     rows = db.execute(
         "SELECT id, kind, payload_json, received_at FROM human_inputs WHERE status = 'pending'"
+        f" AND kind NOT IN ({', '.join(repr(k) for k in NOT_FOR_ORIENT)})"
         " ORDER BY id LIMIT ?",
         [MAX_HUMAN],
     ).fetchall()

@@ -343,3 +343,21 @@ def test_spec_change_and_overrides_are_applied_at_sense(tmp_path: Path) -> None:
     )
     assert responses["spec_change"] == "spec amended in SPEC.md"
     assert any(line.startswith("human: task #") for line in lines)
+
+
+def test_cancel_skips_the_pending_tasks_of_the_running_plan(tmp_path: Path) -> None:
+    from soda.contracts import HumanInput
+    from soda.inbox import write_input
+
+    two_tasks = plan_with(TASK)
+    second = {**TASK, "id": "b", "title": "Second", "depends_on": []}
+    two_tasks["tool_calls"][0]["input"]["iteration_plan"]["tasks"].append(second)
+    root = project(tmp_path, [VERIFIED, NOT_MET, two_tasks])
+    # The person cancels before the executor starts: both tasks are skipped.
+    write_input(root / "state", HumanInput(kind="cancel"))
+    result, _, session = run(root, once=True)
+    row = session.db.execute("SELECT act_json FROM iterations").fetchone()[0]
+    statuses = [t["status"] for t in json.loads(row)["tasks"]]
+    assert statuses == ["skipped", "skipped"]
+    assert result.ending is Ending.CONTINUE
+    assert session.db.execute("SELECT status FROM human_inputs").fetchone()[0] == "applied"

@@ -13,6 +13,7 @@ from __future__ import annotations
 import contextlib
 from dataclasses import dataclass, field
 
+from soda import inbox
 from soda.act.execute import ExecutionReport, TaskOutcome, execute_plan
 from soda.act.tests import TestReport, gate, run_tests
 from soda.act.workspace import Workspace, create_workspace, delete_branch, merge_into_milestone
@@ -47,6 +48,7 @@ class ActResult:
 
 def act(session: Session, plan: IterationPlan, number: int, iteration_id: int) -> ActResult:
     worktrees = session.config.state_dir / "worktrees"
+    session.cancel_requested = False
     ws = create_workspace(session.repo, worktrees, session.milestone.branch, f"iter-{number}")
     session.events.emit("act.workspace", {"path": str(ws.path), "branch": ws.branch})
     try:
@@ -55,7 +57,7 @@ def act(session: Session, plan: IterationPlan, number: int, iteration_id: int) -
         report = execute_plan(
             plan,
             lambda task, missing: _run_task(session, ws, plan, task, missing, baseline),
-            lambda: session.cancel_requested or session.stop_requested,
+            lambda: _cancelled(session, number),
         )
         result = _finalize(session, ws, plan, report, baseline, number)
         _record_trace(session, report, result, iteration_id)
@@ -64,6 +66,19 @@ def act(session: Session, plan: IterationPlan, number: int, iteration_id: int) -
         ws.remove()
         if session.repo.git.branch("--list", ws.branch) and _merged_or_empty(session, ws):
             delete_branch(session.repo, ws.branch)
+
+
+def _cancelled(session: Session, number: int) -> bool:
+    """Checked before each task: a signal, or a `cancel` that arrived meanwhile."""
+    if session.cancel_requested or session.stop_requested:
+        return True
+    inbox.ingest(session.config.state_dir, session.db, session.events)
+    for item in inbox.pending(session.db):
+        if item.kind == "cancel":
+            inbox.mark_applied(session.db, [item.id], number, "cancelled the running plan")
+            session.events.emit("act.cancelled", {"input": item.id})
+            session.cancel_requested = True
+    return session.cancel_requested
 
 
 def _merged_or_empty(session: Session, ws: Workspace) -> bool:
