@@ -275,3 +275,37 @@ def test_sigterm_stops_at_a_safe_point_and_exits_0(project) -> None:
     assert not (root / "state" / "soda.pid").exists()
     assert not any((root / "state" / "worktrees").iterdir())
     assert query(root, "SELECT count(*) FROM iterations WHERE ended_at IS NULL")[0][0] == 0
+
+
+def test_sighup_reloads_the_config_and_keeps_it_when_bad(project) -> None:
+    root = project(DEMO)
+    daemon = subprocess.Popen(
+        [sys.executable, "-m", "soda", "daemon-run"],
+        cwd=root,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+    try:
+        wait_for(
+            lambda: query(root, "SELECT 1 FROM iterations WHERE decision = 'DONE'"), 60, "DONE"
+        )
+        config = root / "soda.toml"
+        config.write_text(config.read_text().replace("tick_seconds = 5.0", "tick_seconds = 2.0"))
+        daemon.send_signal(signal.SIGHUP)
+        wait_for(
+            lambda: query(root, "SELECT 1 FROM events WHERE kind = 'config.reloaded'"), 10, "reload"
+        )
+        config.write_text(config.read_text() + "\n[nonsense]\n")
+        daemon.send_signal(signal.SIGHUP)
+        failed = wait_for(
+            lambda: query(root, "SELECT data_json FROM events WHERE kind = 'config.reload_failed'"),
+            10,
+            "the refused reload",
+        )
+        assert "unknown key nonsense" in failed[0][0]
+        assert daemon.poll() is None  # a bad file does not take the daemon down
+        daemon.send_signal(signal.SIGTERM)
+        assert daemon.wait(timeout=30) == 0
+    finally:
+        if daemon.poll() is None:
+            daemon.kill()
