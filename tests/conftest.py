@@ -7,10 +7,14 @@ import ipaddress
 import os
 import socket
 import subprocess
+import sys
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from sqlite_utils import Database
+
+from soda.store.db import now
 
 # Commits made by tests (and by soda under test) need an identity even on a
 # machine with no git config, and must not read the developer's own config.
@@ -58,6 +62,32 @@ def git(cwd: Path, *args: str) -> str:
     return subprocess.run(
         ["git", *args], cwd=cwd, check=True, capture_output=True, text=True
     ).stdout.strip()
+
+
+def soda(*args: str, cwd: Path, timeout: float = 120) -> subprocess.CompletedProcess[str]:
+    """Run the soda CLI in a real subprocess, as a person would."""
+    return subprocess.run(
+        [sys.executable, "-m", "soda", *args],
+        cwd=cwd,
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+    )
+
+
+def insert_run(db: Database, pid: int | None = None) -> int:
+    """A `runs` row for tests that exercise one phase without Session.open."""
+    with db.conn:
+        row = {
+            "started_at": now(),
+            "spec_path": "specs/SPEC.md",
+            "milestone": "spec",
+            "milestone_branch": "soda/spec",
+            "base_branch": "main",
+            "status": "running",
+            "pid": pid,
+        }
+        return int(db["runs"].insert(row).last_pk)
 
 
 @pytest.fixture

@@ -4,8 +4,6 @@ through a real subprocess."""
 from __future__ import annotations
 
 import json
-import subprocess
-import sys
 from pathlib import Path
 
 from typer.testing import CliRunner
@@ -13,15 +11,9 @@ from typer.testing import CliRunner
 from soda import __version__
 from soda.cli import app
 from soda.store import open_db
-from tests.conftest import git
+from tests.conftest import git, soda
 
 runner = CliRunner()
-
-
-def soda(*args: str, cwd: Path) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, "-m", "soda", *args], cwd=cwd, capture_output=True, text=True, timeout=60
-    )
 
 
 def test_version() -> None:

@@ -17,20 +17,10 @@ from typing import Any
 import pytest
 
 from soda.demo import SCRIPT_PATH, prepare
-from tests.conftest import git
+from tests.conftest import git, soda
 
 ROOT = Path(__file__).resolve().parent.parent
 DEMO = json.loads((ROOT / "soda" / "demo" / "script.json").read_text())["responses"]
-
-
-def soda(*args: str, cwd: Path, timeout: float = 60) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, "-m", "soda", *args],
-        cwd=cwd,
-        capture_output=True,
-        text=True,
-        timeout=timeout,
-    )
 
 
 def wait_for(condition: Callable[[], Any], seconds: float, what: str) -> Any:

@@ -20,7 +20,7 @@ from soda.lock import PID_NAME, acquire_lock, release_lock, running_pid
 from soda.recovery import recover
 from soda.store import open_db
 from soda.store.db import now
-from tests.conftest import git
+from tests.conftest import git, insert_run
 
 
 def test_windows_match_the_minute() -> None:
@@ -98,22 +98,8 @@ def test_recovery_closes_what_a_dead_process_left_open(tmp_path: Path) -> None:
     repo = Repo(root)
     git(root, "branch", "soda/spec", "main")
     git(root, "worktree", "add", "-q", str(config.state_dir / "worktrees" / "iter-1"), "soda/spec")
+    run_id = insert_run(db, pid=dead.pid)
     with db.conn:
-        run_id = (
-            db["runs"]
-            .insert(
-                {
-                    "started_at": now(),
-                    "spec_path": "s",
-                    "milestone": "spec",
-                    "milestone_branch": "soda/spec",
-                    "base_branch": "main",
-                    "status": "running",
-                    "pid": dead.pid,
-                }
-            )
-            .last_pk
-        )
         db["iterations"].insert(
             {"run_id": run_id, "number": 1, "started_at": now(), "phase": "act"}
         )

@@ -15,20 +15,10 @@ from soda.config import load
 from soda.demo import SCRIPT_PATH, prepare
 from soda.loop import Ending, run_loop
 from soda.session import Session
-from tests.conftest import git
+from tests.conftest import git, soda
 
 ROOT = Path(__file__).resolve().parent.parent
 DEMO_SCRIPT = json.loads((ROOT / "soda" / "demo" / "script.json").read_text())["responses"]
-
-
-def soda(*args: str, cwd: Path, timeout: float = 120) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, "-m", "soda", *args],
-        cwd=cwd,
-        capture_output=True,
-        text=True,
-        timeout=timeout,
-    )
 
 
 def project(tmp_path: Path, responses: list[dict[str, Any]]) -> Path:

@@ -13,7 +13,7 @@ from soda.sense import MAX_COMMITS, MAX_FILES, SenseInput, loop_status, sense
 from soda.store import open_db
 from soda.store.db import now
 from soda.trace import SqliteTracker
-from tests.conftest import git
+from tests.conftest import git, insert_run
 
 
 def setup(repo: Path, tmp_path: Path, commits: int = 0, files_per_commit: int = 1):
@@ -26,21 +26,7 @@ def setup(repo: Path, tmp_path: Path, commits: int = 0, files_per_commit: int = 
         git(repo, "commit", "-q", "-m", f"change {n}")
     git(repo, "checkout", "-q", "main")
     db = open_db(tmp_path / "soda.db")
-    with db.conn:
-        run_id = (
-            db["runs"]
-            .insert(
-                {
-                    "started_at": now(),
-                    "spec_path": "specs/SPEC.md",
-                    "milestone": "spec",
-                    "milestone_branch": "soda/spec",
-                    "base_branch": "main",
-                    "status": "running",
-                }
-            )
-            .last_pk
-        )
+    run_id = insert_run(db)
     inp = SenseInput(
         repo_path=repo,
         milestone_branch="soda/spec",
