@@ -15,7 +15,7 @@ from soda import inbox
 from soda.act import act
 from soda.act.workspace import land_on_base
 from soda.approval import await_approval, needs_approval
-from soda.contracts import Claims
+from soda.contracts import Claims, Orientation
 from soda.decide import Budget, Control, Decision, Kind, LoopState, decide
 from soda.errors import (
     BudgetExhausted,
@@ -61,41 +61,65 @@ Printer = Callable[[str], None]
 
 def iterate(session: Session, record: IterationRecord, say: Printer) -> Decision:
     claims = sense_phase(session, record, say)
+    orientation = orient_phase(session, claims, record, say)
+    decision = decide_phase(session, claims, orientation, record, say)
+    if decision.kind is Kind.CONTINUE:
+        act_phase(session, orientation, record, say)
+    elif decision.kind is Kind.DONE:
+        _close_milestone(session, decision.reason, say)
+    return decision
+
+
+def orient_phase(
+    session: Session, claims: Claims, record: IterationRecord, say: Printer
+) -> Orientation:
     orientation = orient(session, claims, record.number)
     orientation = apply_orientation(session, orientation, record.id)
     _consume_human_inputs(session, claims, record, orientation.summary)
     record.save(phase="decide", orient_json=orientation, intent=_intent(orientation))
     say(f"orient: {_spec_state(orientation.spec_satisfied)}; {orientation.summary}")
+    return orientation
+
+
+def decide_phase(
+    session: Session,
+    claims: Claims,
+    orientation: Orientation,
+    record: IterationRecord,
+    say: Printer,
+) -> Decision:
     decision = decide(
         orientation,
         _loop_state(session, claims),
-        _budget(session, claims),
+        _budget(session),
         _control(session, claims),
     )
     record.save(decision=decision.kind.name, decision_reason=decision.reason)
-    say(f"decide: {decision.kind.name} - {decision.reason}")
-    if decision.kind is Kind.CONTINUE:
-        plan = orientation.iteration_plan
-        assert plan is not None
-        if needs_approval(plan, session.config.approval.risk_threshold):
-            verdict = await_approval(session, record.number, plan, say)
-            if not verdict.approved:
-                record.save(
-                    outcome="rejected", act_json={"outcome": "rejected", "detail": verdict.reason}
-                )
-                say(f"act: skipped - {verdict.reason}")
-                return decision
-        record.save(phase="act")
-        result = act(session, plan, record.number, record.id)
-        record.save(
-            act_json=result.to_json(), outcome=result.outcome, merged_commit=result.merged_commit
-        )
-        say(f"act: {result.outcome} - {result.detail}")
-    else:
+    if decision.kind is not Kind.CONTINUE:
         record.save(outcome=decision.kind.name.lower())
-    if decision.kind is Kind.DONE:
-        _close_milestone(session, decision.reason, say)
+    say(f"decide: {decision.kind.name} - {decision.reason}")
     return decision
+
+
+def act_phase(
+    session: Session, orientation: Orientation, record: IterationRecord, say: Printer
+) -> None:
+    plan = orientation.iteration_plan
+    assert plan is not None  # decide() only continues with a plan
+    if needs_approval(plan, session.config.approval.risk_threshold):
+        verdict = await_approval(session, record.number, plan, say)
+        if not verdict.approved:
+            record.save(
+                outcome="rejected", act_json={"outcome": "rejected", "detail": verdict.reason}
+            )
+            say(f"act: skipped - {verdict.reason}")
+            return
+    record.save(phase="act")
+    result = act(session, plan, record.number, record.id)
+    record.save(
+        act_json=result.to_json(), outcome=result.outcome, merged_commit=result.merged_commit
+    )
+    say(f"act: {result.outcome} - {result.detail}")
 
 
 def _close_milestone(session: Session, summary: str, say: Printer) -> None:
@@ -152,12 +176,12 @@ def _consume_human_inputs(
         )
 
 
-def _intent(orientation: object) -> str | None:
-    plan = getattr(orientation, "iteration_plan", None)
+def _intent(orientation: Orientation) -> str | None:
+    plan = orientation.iteration_plan
     return plan.intent if plan is not None else None
 
 
-def _spec_state(value: object) -> str:
+def _spec_state(value: bool | str) -> str:
     return {True: "spec satisfied", False: "spec not yet satisfied"}.get(value, "spec unverifiable")  # type: ignore[call-overload]
 
 
@@ -169,7 +193,7 @@ def _loop_state(session: Session, claims: Claims) -> LoopState:
     )
 
 
-def _budget(session: Session, claims: Claims) -> Budget:
+def _budget(session: Session) -> Budget:
     budget = session.config.budget
     return Budget(
         cost_usd=session.recorder.run_cost(),
