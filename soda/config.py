@@ -112,8 +112,9 @@ class ActConfig(Section):
     the base branch."""
     command_timeout: float = Field(600.0, gt=0)
     """Seconds any command run by soda or its executor may take (tests included)."""
-    max_parallel_tasks: int = Field(1, ge=1)
-    """Tasks of one plan batch that may run at the same time."""
+    max_parallel_tasks: int = Field(1, ge=1, le=1)
+    """Tasks of one plan batch that may run at the same time. Only 1 is supported
+    so far: the tasks of a batch run one after another in one worktree."""
     output_limit: int = Field(20_000, gt=0)
     """Characters of command output kept (head and tail) when shown to an agent."""
 
