@@ -187,10 +187,8 @@ def _parse(raw: bytes) -> Any:
         return raw.decode("utf-8", "replace")
 
 
-@pytest.fixture
-def fake_api() -> Iterator[FakeAPI]:
-    """A running fake Messages API; fails the test if its script ran out."""
-    fake = FakeAPI()
+def serve(fake: FakeAPI) -> Iterator[FakeAPI]:
+    """Run `fake` for one test; fail the test if its script ran out."""
     fake.start()
     try:
         yield fake
@@ -198,6 +196,12 @@ def fake_api() -> Iterator[FakeAPI]:
         fake.close()
     if fake.exhausted:
         pytest.fail(f"fake API script exhausted: {fake.exhausted} request(s) found the queue empty")
+
+
+@pytest.fixture
+def fake_api() -> Iterator[FakeAPI]:
+    """A running fake Messages API."""
+    yield from serve(FakeAPI())
 
 
 # Builders: real wire-format bodies, so the SDK parses them as it would the API's.

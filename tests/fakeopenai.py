@@ -17,21 +17,15 @@ from typing import Any
 
 import pytest
 
-from tests.fakeapi import FakeAPI, Reply
+from tests.fakeapi import FakeAPI, Reply, serve
 
 _ids = itertools.count(1)
 
 
 @pytest.fixture
 def fake_openai() -> Iterator[FakeAPI]:
-    fake = FakeAPI(path="/v1/chat/completions", require_key=False)
-    fake.start()
-    try:
-        yield fake
-    finally:
-        fake.close()
-    if fake.exhausted:
-        pytest.fail(f"fake OpenAI script exhausted: {fake.exhausted} request(s) found no reply")
+    """A running fake chat-completions server (local servers need no key)."""
+    yield from serve(FakeAPI(path="/v1/chat/completions", require_key=False))
 
 
 def completion(
