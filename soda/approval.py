@@ -31,29 +31,34 @@ def needs_approval(plan: IterationPlan, threshold: str) -> bool:
 def await_approval(
     session: Session,
     number: int,
-    plan: IterationPlan,
+    subject: IterationPlan | str,
     say: Callable[[str], None],
     poll_seconds: float = 0.5,
 ) -> Verdict:
-    """Block until a person approves or rejects iteration `number`'s plan, the
-    timeout passes, or soda is asked to stop. Reads the same queue as SENSE."""
+    """Block until a person approves or rejects iteration `number`'s plan (or, with
+    a string `subject`, whatever it describes: a merge the gate may not make on its
+    own), the timeout passes, or soda is asked to stop. Reads the same queue as SENSE."""
     config = session.config
     deadline = time.monotonic() + config.approval.timeout
-    risk = plan_risk(plan)
+    if isinstance(subject, str):
+        what, data = subject, {"iteration": number, "subject": subject}
+    else:
+        risk = plan_risk(subject)
+        what, data = f"the plan is {risk} risk", {"iteration": number, "risk": risk}
     say(
-        f"approval: the plan is {risk} risk; waiting for `soda approve {number}` or "
+        f"approval: {what}; waiting for `soda approve {number}` or "
         f"`soda reject {number}` (up to {config.approval.timeout:.0f}s)"
     )
-    session.events.emit("approval.waiting", {"iteration": number, "risk": risk})
+    session.events.emit("approval.waiting", data)
     while True:
         inbox.ingest(config.state_dir, session.db, session.events, settle_seconds=0)
         for item in inbox.pending(session.db):
             if item.kind in ("approve", "reject") and item.payload.target == number:
                 approved = item.kind == "approve"
                 reason = item.payload.text or ("approved" if approved else "rejected")
-                inbox.mark_applied(
-                    session.db, [item.id], number, f"plan {'approved' if approved else 'rejected'}"
-                )
+                noun = "merge" if isinstance(subject, str) else "plan"
+                verb = "approved" if approved else "rejected"
+                inbox.mark_applied(session.db, [item.id], number, f"{noun} {verb}")
                 return _verdict(session, number, approved, f"{item.kind}d by a person: {reason}")
         if session.stop_requested:
             return _verdict(session, number, False, "soda was asked to stop while waiting")

@@ -126,6 +126,38 @@ class ApprovalConfig(Section):
     """Seconds a plan waits for approval before it is rejected."""
 
 
+class SandboxConfig(Section):
+    mode: Literal["bwrap", "none"] = "bwrap"
+    """How agent commands and test runs are confined: "bwrap" (a bubblewrap jail:
+    read-only system, the worktree at the repository's path, no home, no network,
+    no credentials, its own process tree) or "none" (plain subprocesses; only for
+    machines where the jail cannot be made, and it gives all of that up)."""
+    network: bool = False
+    """Let jailed commands reach the network (e.g. to install dependencies)."""
+    expose: list[str] = Field(default_factory=list)
+    """Extra paths bound read-only into the jail, e.g. a toolchain under your home
+    (the home itself is replaced by an empty directory)."""
+    env_passthrough: list[str] = Field(default_factory=list)
+    """Environment variables passed into the jail besides PATH, locale and TERM.
+    Never list a credential: the agent can read everything in its environment."""
+    bind_ignored: list[str] = Field(
+        default_factory=lambda: [".venv", "venv", ".tox", ".nox", "node_modules"]
+    )
+    """Ignored directories of your checkout (environments the tests need) bound
+    read-only beside the worktree, so editable installs resolve to the worktree."""
+
+
+class GateConfig(Section):
+    junit: str | None = None
+    """For a test command that is not pytest: where it writes a JUnit XML report,
+    relative to the repository (jest-junit, gotestsum, cargo-nextest and surefire
+    can). Unset and not pytest: the gate has only the exit code (weak)."""
+    protected: list[str] = Field(default_factory=lambda: ["soda.toml"])
+    """Files (glob patterns, relative to the repository) whose change is never
+    merged on the gate's word: such changes wait for `soda approve`. conftest.py
+    and pytest/tox configuration are always protected."""
+
+
 class DaemonConfig(Section):
     tick_seconds: float = Field(5.0, gt=0)
     """How often the daemon checks for work when nothing wakes it sooner."""
@@ -152,6 +184,10 @@ class Config(Section):
     """When a person must approve a plan."""
     daemon: DaemonConfig = Field(default_factory=DaemonConfig)
     """The background process."""
+    sandbox: SandboxConfig = Field(default_factory=SandboxConfig)
+    """The jail agent commands and test runs execute in."""
+    gate: GateConfig = Field(default_factory=GateConfig)
+    """What must hold before a change merges."""
 
     # Set by load(); not part of the file.
     root: Path = Field(default=Path("."), exclude=True)

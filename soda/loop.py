@@ -12,7 +12,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from soda import inbox
-from soda.act import act
+from soda.act import act, confirm_done
 from soda.act.workspace import land_on_base
 from soda.approval import await_approval, needs_approval
 from soda.contracts import Claims, Orientation
@@ -66,8 +66,22 @@ def iterate(session: Session, record: IterationRecord, say: Printer) -> Decision
     if decision.kind is Kind.CONTINUE:
         act_phase(session, orientation, record, say)
     elif decision.kind is Kind.DONE:
-        _close_milestone(session, decision.reason, say)
+        decision = confirm_phase(session, decision, record, say)
     return decision
+
+
+def confirm_phase(
+    session: Session, decision: Decision, record: IterationRecord, say: Printer
+) -> Decision:
+    """DONE is not taken on the assessor's word: the milestone tip's tests run on
+    a clean checkout first; failures turn it back into work for the next iteration."""
+    refused = confirm_done(session)
+    if refused is None:
+        _close_milestone(session, decision.reason, say)
+        return decision
+    record.save(decision="CONTINUE", decision_reason=refused, outcome="done_refused")
+    say(f"decide: CONTINUE - {refused}")
+    return Decision(Kind.CONTINUE, refused)
 
 
 def orient_phase(
@@ -115,7 +129,7 @@ def act_phase(
             say(f"act: skipped - {verdict.reason}")
             return
     record.save(phase="act")
-    result = act(session, plan, record.number, record.id)
+    result = act(session, plan, record.number, record.id, say)
     record.save(
         act_json=result.to_json(), outcome=result.outcome, merged_commit=result.merged_commit
     )

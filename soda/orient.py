@@ -2,8 +2,8 @@
 
 Two patterns (`[loop] orient_pattern`): `split` runs verifier -> assessor ->
 planner, each a fresh context with its own contract; `single` runs one agent
-that walks the same three steps. Both read the milestone branch through a
-detached scratch worktree with read-only tools, and both end in one
+that walks the same three steps. Both read the milestone branch through the
+pool's clean checkout of its tip (`Checkouts.view`) with read-only tools, and both end in one
 `Orientation`. A plan that passes its schema but not the semantic checks
 (unknown dependencies, cycles, unknown tasks) gets a bounded repair round with
 the problems fed back, then HALTs. Applying the result (task updates, new tasks,
@@ -12,15 +12,9 @@ learnings, plan tasks made into Trace tasks) is `apply_orientation`.
 
 from __future__ import annotations
 
-from collections.abc import Iterator
-from contextlib import contextmanager
-from pathlib import Path
-
 from soda.act.execute import plan_problems
-from soda.act.workspace import remove_stale
 from soda.contracts import Assessment, Claims, IterationPlan, Orientation, Planning, Verification
 from soda.errors import InputError, StructuralError
-from soda.git import SODA_IDENTITY
 from soda.runtime import load_agent
 from soda.session import Session
 from soda.tools import read_only_tools
@@ -29,41 +23,19 @@ from soda.tools.sandbox import Sandbox
 PLAN_REPAIRS = 3
 
 
-@contextmanager
-def scratch_worktree(session: Session, name: str) -> Iterator[Path]:
-    """A detached checkout of the milestone head for read-only agents; always removed."""
-    path = session.config.state_dir / "worktrees" / name
-    remove_stale(session.repo, path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    session.repo.git.execute(
-        [
-            "git",
-            *SODA_IDENTITY,
-            "worktree",
-            "add",
-            "-q",
-            "--detach",
-            str(path),
-            session.milestone.branch,
-        ]
-    )
-    try:
-        yield path
-    finally:
-        remove_stale(session.repo, path)
-
-
 def orient(session: Session, claims: Claims, number: int) -> Orientation:
-    with scratch_worktree(session, f"orient-{number}") as path:
-        # The worktree lives inside state/, so everything outside it (the database
-        # included) is already out of reach; only .git inside it needs denying.
-        sandbox = Sandbox(path)
-        tools = read_only_tools(sandbox)
-        inputs = {"spec": session.spec_text(), "claims": claims}
-        known = {task.id for task in session.tracker.list()}
-        if session.config.loop.orient_pattern == "single":
-            return _single(session, inputs, tools, known)
-        return _split(session, inputs, tools, known)
+    # A clean checkout of the milestone tip from the pool (the gate tested it
+    # there, so it is usually in place already). It lives inside state/, so
+    # everything outside it (the database included) is out of the tools' reach;
+    # only .git inside it needs denying.
+    path = session.checkouts.view(session.repo.git.rev_parse(session.milestone.branch))
+    sandbox = Sandbox(path)
+    tools = read_only_tools(sandbox)
+    inputs = {"spec": session.spec_text(), "claims": claims}
+    known = {task.id for task in session.tracker.list()}
+    if session.config.loop.orient_pattern == "single":
+        return _single(session, inputs, tools, known)
+    return _split(session, inputs, tools, known)
 
 
 def _single(session: Session, inputs: dict, tools: object, known: set[int]) -> Orientation:

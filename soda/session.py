@@ -13,7 +13,7 @@ import os
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import git
 from git import Repo
@@ -33,6 +33,10 @@ from soda.runtime import AgentRunner, CallRecorder
 from soda.store import open_db
 from soda.store.db import dumps, now
 from soda.trace import SqliteTracker
+
+if TYPE_CHECKING:
+    from soda.act.checkouts import Checkouts
+    from soda.jail import Jail
 
 
 @dataclass
@@ -55,6 +59,10 @@ class Session:
     runner: AgentRunner
     milestone: Milestone
     run_id: int
+    jail: Jail
+    """Where agent commands and test runs execute."""
+    checkouts: Checkouts
+    """The pool of worktrees ORIENT, the executor and the gate use."""
     iterations_in_run: int = 0
     cancel_requested: bool = False
     stop_requested: bool = False
@@ -93,7 +101,23 @@ class Session:
         recorder.run_id = run_id
         runner = AgentRunner(model, config, recorder)
         events.emit("run.start", {"milestone": milestone.branch, "provider": model.provider})
-        session = cls(config, repo, db, events, model, tracker, recorder, runner, milestone, run_id)
+        from soda.act.checkouts import Checkouts  # soda.act imports this module
+        from soda.jail import Jail
+
+        session = cls(
+            config,
+            repo,
+            db,
+            events,
+            model,
+            tracker,
+            recorder,
+            runner,
+            milestone,
+            run_id,
+            Jail.for_config(config, Path(repo.git_dir)),
+            Checkouts(repo, config.state_dir / "worktrees"),
+        )
         runner.should_stop = lambda: session.stop_requested
         return session
 

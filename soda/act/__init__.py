@@ -1,24 +1,31 @@
-"""ACT: set up a worktree, run the executor over the plan, gate and merge.
+"""ACT: run the executor over the plan in a worktree, then gate and merge.
 
-    setup     workspace.create_workspace + a baseline test run
+    baseline  the milestone tip's tests on a clean checkout (cached by tree id)
     execute   execute.execute_plan, one executor run per task, a commit per task
-    finalize  catch up with the milestone, re-run tests, gate, merge --no-ff
+    finalize  catch up with the milestone, write the merge commit, test *that
+              commit* on a clean checkout, gate, compare-and-swap the ref
 
-The worktree is removed in a `finally`, whatever happened. Trace learns the
-result: completed tasks close only when their work merged.
+Agent commands and test runs execute in the jail (`soda.jail`). The work tree
+comes from the checkout pool (`soda.act.checkouts`) and is released, its branch
+deleted, whatever happened. Trace learns the result: completed tasks close only
+when their work merged.
 """
 
 from __future__ import annotations
 
 import contextlib
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from soda import inbox
+from soda.act.checkouts import tested
 from soda.act.execute import ExecutionReport, TaskOutcome, execute_plan
-from soda.act.tests import TestReport, gate, run_tests
-from soda.act.workspace import Workspace, create_workspace, delete_branch, merge_into_milestone
+from soda.act.gate import GateResult, gate, infrastructure_changes
+from soda.act.tests import TestReport, report_kind
+from soda.act.workspace import Workspace, land, prepare_merge
+from soda.approval import await_approval
 from soda.contracts import ExecuteResult, IterationPlan, PlanTask
-from soda.errors import InputError
+from soda.errors import GitError, InputError, StructuralError
 from soda.runtime import load_agent
 from soda.session import Session
 from soda.tools import worktree_tools
@@ -28,12 +35,15 @@ from soda.tools.sandbox import Sandbox
 @dataclass
 class ActResult:
     outcome: str
-    """merged, no_changes, gate_failed, conflict, or nothing_completed."""
+    """merged, no_changes, gate_failed, rejected, conflict, or nothing_completed."""
     detail: str
     merged_commit: str | None = None
     baseline: str = ""
     after: str = ""
     tasks: list[dict[str, object]] = field(default_factory=list)
+    failing: dict[str, str] = field(default_factory=dict)
+    """Tests failing after the change that the gate held against it, with the
+    first lines of each failure."""
 
     def to_json(self) -> dict[str, object]:
         return {
@@ -43,29 +53,79 @@ class ActResult:
             "baseline": self.baseline,
             "after": self.after,
             "tasks": self.tasks,
+            "failing": self.failing,
         }
 
 
-def act(session: Session, plan: IterationPlan, number: int, iteration_id: int) -> ActResult:
-    worktrees = session.config.state_dir / "worktrees"
+def act(
+    session: Session,
+    plan: IterationPlan,
+    number: int,
+    iteration_id: int,
+    say: Callable[[str], None] = lambda line: None,
+) -> ActResult:
     session.cancel_requested = False
-    ws = create_workspace(session.repo, worktrees, session.milestone.branch, f"iter-{number}")
+    session.jail.ensure_available()  # no jail, no agent commands (unless mode = none)
+    baseline = milestone_tests(session)
+    session.events.emit("act.baseline", {"summary": baseline.summary()})
+    _check_baseline(baseline)
+    branch = f"soda-work/{session.milestone.name}/iter-{number}"
+    ws = session.checkouts.work(session.milestone.branch, branch)
     session.events.emit("act.workspace", {"path": str(ws.path), "branch": ws.branch})
     try:
-        baseline = run_tests(session.config, ws.path)
-        session.events.emit("act.baseline", {"summary": baseline.summary()})
         report = execute_plan(
             plan,
             lambda task, missing: _run_task(session, ws, plan, task, missing, baseline),
             lambda: _cancelled(session, number),
         )
-        result = _finalize(session, ws, plan, report, baseline, number)
+        result = _finalize(session, ws, plan, report, baseline, number, say)
         _record_trace(session, report, result, iteration_id)
         return result
     finally:
-        ws.remove()
-        if session.repo.git.branch("--list", ws.branch) and _merged_or_empty(session, ws):
-            delete_branch(session.repo, ws.branch)
+        session.checkouts.release(ws)
+
+
+def milestone_tests(session: Session) -> TestReport:
+    """The milestone tip's tests on a clean checkout (cached by tree id)."""
+    tip = session.repo.git.rev_parse(session.milestone.branch)
+    report, _ = tested(session.config, session.jail, session.db, session.checkouts, tip)
+    return report
+
+
+def confirm_done(session: Session) -> str | None:
+    """Before DONE is recorded: the milestone tip's tests, on a clean checkout,
+    must pass. None when they do, else the reason DONE is refused."""
+    session.jail.ensure_available()
+    report = milestone_tests(session)
+    session.events.emit("done.tests", {"summary": report.summary()})
+    if report.timed_out:
+        return "DONE refused: the tests time out on the milestone tip"
+    if report.detailed and report.failed:
+        firsts = {
+            name: (text.splitlines() or ["failed"])[0] for name, text in report.failures.items()
+        }
+        shown = "; ".join(
+            f"{name}: {firsts.get(name, 'failed')}" for name in sorted(report.failed)[:5]
+        )
+        return f"DONE refused: {len(report.failed)} test(s) fail on the milestone tip: {shown}"
+    if not report.detailed and report.returncode != 0:
+        why = report.problem or f"the test command exits {report.returncode}"
+        return f"DONE refused: {why} on the milestone tip"
+    return None
+
+
+def _check_baseline(baseline: TestReport) -> None:
+    """A baseline that cannot be judged makes every gate fail: structural, HALT
+    with the reason instead of letting the executor work for nothing."""
+    if baseline.foreign_imports:
+        verdict = gate(baseline, baseline)
+        raise StructuralError(verdict.reason)
+    if baseline.problem and not baseline.timed_out:
+        tail = baseline.output.strip().splitlines()[-3:]
+        raise StructuralError(
+            f"the tests give no per-test report on the milestone tip ({baseline.problem}); "
+            f"last output: {' | '.join(tail) or '(none)'}"
+        )
 
 
 def _cancelled(session: Session, number: int) -> bool:
@@ -81,14 +141,6 @@ def _cancelled(session: Session, number: int) -> bool:
     return session.cancel_requested
 
 
-def _merged_or_empty(session: Session, ws: Workspace) -> bool:
-    milestone = session.repo.git.rev_parse(session.milestone.branch)
-    return bool(
-        session.repo.git.merge_base("--is-ancestor", ws.branch, milestone, with_exceptions=False)
-        == ""
-    )
-
-
 def _run_task(
     session: Session,
     ws: Workspace,
@@ -100,7 +152,10 @@ def _run_task(
     before = ws.head()
     sandbox = Sandbox(ws.path)  # outside the worktree (state/ included) is out of reach
     tools = worktree_tools(
-        sandbox, session.config.act.command_timeout, session.config.act.output_limit
+        sandbox,
+        session.config.act.command_timeout,
+        session.config.act.output_limit,
+        jail=session.jail,
     )
     task_input = task.model_dump(mode="json")
     if missing:
@@ -145,52 +200,78 @@ def _finalize(
     report: ExecutionReport,
     baseline: TestReport,
     number: int,
+    say: Callable[[str], None],
 ) -> ActResult:
     tasks = report.to_json()
+
+    def ended(outcome: str, detail: str, after: TestReport | None = None) -> ActResult:
+        failing = {}
+        if after is not None:
+            failing = {name: after.failures.get(name, "") for name in sorted(after.failed)[:20]}
+        return ActResult(
+            outcome,
+            detail,
+            baseline=baseline.summary(),
+            after=after.summary() if after else "",
+            tasks=tasks,
+            failing=failing,
+        )
+
     if not report.completed:
-        return ActResult(
-            "nothing_completed", "no task finished", baseline=baseline.summary(), tasks=tasks
-        )
+        return ended("nothing_completed", "no task finished")
     if ws.head() == ws.fork_point:
-        return ActResult(
-            "no_changes",
-            "tasks finished without changing files",
-            baseline=baseline.summary(),
-            tasks=tasks,
-        )
+        return ended("no_changes", "tasks finished without changing files")
+    branch = session.milestone.branch
     if not ws.catch_up():
-        return ActResult(
-            "conflict",
-            f"merging {session.milestone.branch} into {ws.branch} conflicted; merge aborted",
-            baseline=baseline.summary(),
-            tasks=tasks,
-        )
-    after = run_tests(session.config, ws.path)
-    verdict = gate(baseline, after)
-    session.events.emit("act.gate", {"ok": verdict.ok, "reason": verdict.reason})
-    if not verdict.ok:
-        return ActResult(
-            "gate_failed",
-            verdict.reason,
-            baseline=baseline.summary(),
-            after=after.summary(),
-            tasks=tasks,
-        )
+        return ended("conflict", f"merging {branch} into {ws.branch} conflicted; merge aborted")
     summaries = "\n".join(f"- {o.task.title}" for o in report.completed)
     message = (
         f"soda: {plan.intent}\n\n{summaries}\n\n"
         f"Soda-Iteration: {number}\nSoda-Run: {session.run_id}\n"
     )
-    commit = merge_into_milestone(ws, message)
-    session.events.emit("act.merged", {"commit": commit, "branch": session.milestone.branch})
-    return ActResult(
-        "merged",
-        verdict.reason,
-        merged_commit=commit,
-        baseline=baseline.summary(),
-        after=after.summary(),
-        tasks=tasks,
+    candidate, milestone_head = prepare_merge(ws, message)
+    # The exact commit that would land, tested on its own clean checkout.
+    after, _ = tested(session.config, session.jail, session.db, session.checkouts, candidate)
+    infrastructure = infrastructure_changes(
+        session.repo, milestone_head, candidate, session.config.gate.protected
     )
+    verdict = gate(
+        baseline,
+        after,
+        mandatory=report_kind(session.config) != "exit-code",
+        infrastructure=infrastructure,
+    )
+    session.events.emit(
+        "act.gate",
+        {"ok": verdict.ok, "reason": verdict.reason, "approval": list(verdict.approval)},
+    )
+    if not verdict.ok and verdict.approval:
+        verdict = _ask_person(session, number, verdict, say)
+        if not verdict.ok:
+            return ended("rejected", verdict.reason, after)
+    if not verdict.ok:
+        return ended("gate_failed", verdict.reason, after)
+    try:
+        land(session.repo, branch, candidate, milestone_head)
+    except GitError as exc:
+        return ended("conflict", str(exc), after)
+    session.events.emit("act.merged", {"commit": candidate, "branch": branch})
+    result = ended("merged", verdict.reason, after)
+    result.merged_commit = candidate
+    return result
+
+
+def _ask_person(
+    session: Session, number: int, verdict: GateResult, say: Callable[[str], None]
+) -> GateResult:
+    """A change the gate may not merge on its own word waits in the approval queue."""
+    items = "\n".join(f"  - {item}" for item in verdict.approval[:20])
+    answer = await_approval(
+        session, number, f"the merge needs a person: {verdict.reason}\n{items}", say
+    )
+    if answer.approved:
+        return GateResult(True, f"{verdict.reason}; {answer.reason}")
+    return GateResult(False, f"{verdict.reason}; {answer.reason}")
 
 
 def _record_trace(

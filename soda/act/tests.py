@@ -1,24 +1,59 @@
-"""Running the project's tests and judging the result: the gate behind every merge.
+"""Running the project's tests in the jail and reading what they did.
 
-When the test command is pytest (the common case) soda asks it for a JUnit XML
-report through PYTEST_ADDOPTS and compares individual tests; otherwise it only
-has the exit code and fails closed. The rule: merge only if no test that passed
-at baseline fails (or disappears) afterwards.
+A run happens on a clean checkout of one commit (see `soda.act.checkouts`), in
+the jail, and yields a `TestReport`: per-test results when a JUnit XML report is
+available, the exit code otherwise. Where the report comes from:
+
+- pytest (the test command mentions it): soda asks for the report through
+  `PYTEST_ADDOPTS` at a path *outside* the checkout, so the change under test
+  cannot write or delete it. The report is mandatory: missing, empty or
+  unreadable, the run is marked with a `problem` and the gate refuses.
+  A small plugin rides along (`-p soda_probe`) and records which files the
+  tests imported, so the gate can prove the checkout's code is what ran.
+- any other runner: `gate.junit` names where the command writes its report
+  (relative to the repository); soda deletes it before the run and refuses a
+  commit that tracks a file there.
+- neither: exit code only (`soda doctor` says that gate is weak).
+
+Results are cached by tree id (`soda.store.test_results`): an unchanged
+milestone tip is never tested twice.
 """
 
 from __future__ import annotations
 
+import os
+import re
 import tempfile
 import xml.etree.ElementTree as ET
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 from soda.config import Config
-from soda.proc import run
+from soda.jail import Jail
+
+PROBE = '''\
+"""soda's import probe: records the file of every module the tests imported."""
+import os, sys
+
+
+def pytest_sessionfinish(session, exitstatus):
+    out = os.environ.get("SODA_PROBE_OUT")
+    if not out:
+        return
+    with open(out, "w", encoding="utf-8") as f:
+        for name, module in sorted(sys.modules.items()):
+            path = getattr(module, "__file__", None)
+            if isinstance(path, str):
+                f.write(f"{name}\\t{os.path.realpath(path)}\\n")
+'''
+
+_PYTEST = re.compile(r"(^|[\s/])(py\.test|pytest)(\s|$)")
 
 
 @dataclass(frozen=True)
 class TestReport:
+    """What one test run did."""
+
     __test__ = False  # not a pytest test class
 
     returncode: int | None
@@ -28,78 +63,164 @@ class TestReport:
     detailed: bool = False
     """True when per-test results were available (JUnit XML)."""
     output: str = ""
+    skipped: frozenset[str] = field(default_factory=frozenset)
+    problem: str | None = None
+    """Why a mandatory per-test report is missing (None when it is fine)."""
+    foreign_imports: tuple[str, ...] = ()
+    """'module from path' for project modules the tests imported from outside the
+    checkout: the tests did not run the code under test."""
+    failures: dict[str, str] = field(default_factory=dict)
+    """First lines of each failure's message, by test id (bounded)."""
 
     def summary(self) -> str:
         if self.timed_out:
             return "test command timed out"
         if self.detailed:
-            return f"{len(self.passed)} passed, {len(self.failed)} failed (exit {self.returncode})"
+            skipped = f", {len(self.skipped)} skipped" if self.skipped else ""
+            return (
+                f"{len(self.passed)} passed, {len(self.failed)} failed{skipped} "
+                f"(exit {self.returncode})"
+            )
+        if self.problem:
+            return f"exit code {self.returncode}; {self.problem}"
         return f"exit code {self.returncode} (no per-test report)"
 
+    def to_json(self) -> dict[str, object]:
+        data = asdict(self)
+        for key in ("passed", "failed", "skipped"):
+            data[key] = sorted(data[key])
+        data["foreign_imports"] = list(self.foreign_imports)
+        return data
 
-@dataclass(frozen=True)
-class GateResult:
-    ok: bool
-    reason: str
-    regressions: tuple[str, ...] = ()
+    @classmethod
+    def from_json(cls, data: dict) -> TestReport:
+        return cls(
+            returncode=data["returncode"],
+            timed_out=data["timed_out"],
+            passed=frozenset(data["passed"]),
+            failed=frozenset(data["failed"]),
+            detailed=data["detailed"],
+            output=data["output"],
+            skipped=frozenset(data["skipped"]),
+            problem=data["problem"],
+            foreign_imports=tuple(data["foreign_imports"]),
+            failures=dict(data["failures"]),
+        )
 
 
-def run_tests(config: Config, cwd: Path) -> TestReport:
-    """Run the configured test command in `cwd` and collect per-test results."""
-    with tempfile.TemporaryDirectory(prefix="soda-junit-") as tmp:
-        xml_path = Path(tmp) / "report.xml"
-        result = run(
+def is_pytest(command: str) -> bool:
+    return bool(_PYTEST.search(command))
+
+
+def report_kind(config: Config) -> str:
+    """'pytest', 'junit' (gate.junit) or 'exit-code' (the weak gate)."""
+    if config.gate.junit:
+        return "junit"
+    return "pytest" if is_pytest(config.project.test_command) else "exit-code"
+
+
+def run_tests(
+    config: Config, jail: Jail, checkout: Path, own_modules: frozenset[str] = frozenset()
+) -> TestReport:
+    """Run the test command on `checkout` (a clean checkout) in the jail.
+    `own_modules` are the project's top-level Python modules; an import of one
+    of them from outside the checkout is reported in `foreign_imports`."""
+    kind = report_kind(config)
+    # Where the checkout's files appear to the tests: the repository's own path
+    # in the jail, the checkout itself without one.
+    root = jail.repo_root if jail.mode != "none" else Path(os.path.realpath(checkout))
+    with tempfile.TemporaryDirectory(prefix="soda-tests-") as tmp:
+        reports = Path(tmp)
+        env: dict[str, str] = {}
+        if kind == "pytest":
+            (reports / "soda_probe.py").write_text(PROBE, encoding="utf-8")
+            env = {
+                "PYTEST_ADDOPTS": f"--junit-xml={reports / 'report.xml'} -p no:cacheprovider "
+                "-p soda_probe",
+                "PYTHONPATH": str(reports),
+                "SODA_PROBE_OUT": str(reports / "modules.tsv"),
+                "PYTHONDONTWRITEBYTECODE": "1",
+            }
+            xml_path = reports / "report.xml"
+        elif kind == "junit":
+            assert config.gate.junit is not None
+            xml_path = checkout / config.gate.junit
+            xml_path.unlink(missing_ok=True)
+        result = jail.run(
             config.project.test_command,
-            cwd=cwd,
+            checkout,
             timeout=config.act.command_timeout,
             output_limit=config.act.output_limit,
-            extra_env={"PYTEST_ADDOPTS": f"--junit-xml={xml_path} -p no:cacheprovider"},
+            extra_env=env,
+            writable=[reports],
         )
-        passed, failed, detailed = _parse_junit(xml_path)
+        parsed = _parse_junit(xml_path) if kind != "exit-code" else None
+        foreign = (
+            _foreign_imports(reports / "modules.tsv", root, own_modules) if kind == "pytest" else ()
+        )
+    if parsed is None or isinstance(parsed, str):
+        problem = None if parsed is None else f"no per-test report: {parsed}"
+        return TestReport(
+            result.returncode, result.timed_out, output=result.output, problem=problem
+        )
+    passed, failed, skipped, failures = parsed
     return TestReport(
         returncode=result.returncode,
         timed_out=result.timed_out,
         passed=passed,
         failed=failed,
-        detailed=detailed,
+        detailed=True,
         output=result.output,
+        skipped=skipped,
+        foreign_imports=foreign,
+        failures=failures,
     )
 
 
-def _parse_junit(path: Path) -> tuple[frozenset[str], frozenset[str], bool]:
+MAX_FAILURE_LINES = 5
+MAX_FAILURES_KEPT = 20
+
+
+def _parse_junit(
+    path: Path,
+) -> tuple[frozenset[str], frozenset[str], frozenset[str], dict[str, str]] | str:
+    """Per-test results from a JUnit XML file, or a string saying what is wrong."""
     if not path.is_file():
-        return frozenset(), frozenset(), False
+        return f"{path.name} was not written (the run crashed, or the report was switched off)"
+    if path.stat().st_size == 0:
+        return f"{path.name} is empty"
     try:
         root = ET.parse(path).getroot()
-    except ET.ParseError:
-        return frozenset(), frozenset(), False
-    passed, failed = set(), set()
+    except ET.ParseError as exc:
+        return f"{path.name} is not valid XML ({exc})"
+    if root.tag not in ("testsuites", "testsuite"):
+        return f"{path.name} is not a JUnit report (root element <{root.tag}>)"
+    passed: set[str] = set()
+    failed: set[str] = set()
+    skipped: set[str] = set()
+    failures: dict[str, str] = {}
     for case in root.iter("testcase"):
         name = f"{case.get('classname', '')}::{case.get('name', '')}"
-        outcomes = {child.tag for child in case}
-        if outcomes & {"failure", "error"}:
+        outcomes = {child.tag: child for child in case}
+        bad = outcomes.get("failure", outcomes.get("error"))
+        if bad is not None:
             failed.add(name)
-        elif "skipped" not in outcomes:
+            if len(failures) < MAX_FAILURES_KEPT:
+                text = bad.get("message") or bad.text or ""
+                failures[name] = "\n".join(text.strip().splitlines()[:MAX_FAILURE_LINES])[:500]
+        elif "skipped" in outcomes:
+            skipped.add(name)
+        else:
             passed.add(name)
-    return frozenset(passed), frozenset(failed), True
+    return frozenset(passed), frozenset(failed - passed), frozenset(skipped), failures
 
 
-def gate(baseline: TestReport, after: TestReport) -> GateResult:
-    """Fail closed: merge only when nothing that passed at baseline now fails."""
-    if after.timed_out:
-        return GateResult(False, "tests timed out after the change")
-    if baseline.detailed and after.detailed:
-        regressions = tuple(sorted(baseline.passed - after.passed))
-        if regressions:
-            shown = ", ".join(regressions[:5]) + (" ..." if len(regressions) > 5 else "")
-            return GateResult(
-                False,
-                f"{len(regressions)} test(s) passed before and fail now: {shown}",
-                regressions,
-            )
-        return GateResult(True, f"no regressions ({after.summary()})")
-    if after.returncode == 0:
-        return GateResult(True, "test command passed")
-    return GateResult(
-        False, f"test command failed with exit code {after.returncode} and gave no per-test report"
-    )
+def _foreign_imports(path: Path, root: Path, own: frozenset[str]) -> tuple[str, ...]:
+    if not path.is_file() or not own:
+        return ()
+    found = []
+    for line in path.read_text(encoding="utf-8", errors="replace").splitlines():
+        name, _, file = line.partition("\t")
+        if name.split(".")[0] in own and not Path(file).is_relative_to(root):
+            found.append(f"{name} from {file}")
+    return tuple(found[:10])

@@ -106,10 +106,18 @@ def remove_stale(repo: Repo, path: Path, branch: str | None = None) -> None:
 
 
 def merge_into_milestone(ws: Workspace, message: str) -> str:
-    """Write a --no-ff merge of the work branch into the milestone branch without a
-    checkout: the merge commit has the work tree (which already contains the
-    milestone head, see catch_up) and both heads as parents; the ref moves only
-    if the milestone head is still the one we merged (compare-and-swap)."""
+    """Write a --no-ff merge of the work branch into the milestone branch and move
+    the branch to it (compare-and-swap): `prepare_merge` then `land`."""
+    commit, milestone_head = prepare_merge(ws, message)
+    land(ws.repo, ws.milestone_branch, commit, milestone_head)
+    return commit
+
+
+def prepare_merge(ws: Workspace, message: str) -> tuple[str, str]:
+    """The merge commit object, without a checkout or a ref move: the work tree
+    (which already contains the milestone head, see catch_up) with both heads as
+    parents. Returns (merge commit, milestone head it was made against); the gate
+    tests exactly this commit before `land` moves the branch to it."""
     repo = ws.repo
     milestone_head = _git(repo, "rev-parse", ws.milestone_branch)
     work_head = ws.head()
@@ -117,8 +125,19 @@ def merge_into_milestone(ws: Workspace, message: str) -> str:
         raise GitError(f"{ws.branch} does not contain {ws.milestone_branch}; refusing to merge")
     tree = _git(repo, "rev-parse", f"{work_head}^{{tree}}")
     commit = _git(repo, "commit-tree", tree, "-p", milestone_head, "-p", work_head, "-m", message)
-    _git(repo, "update-ref", f"refs/heads/{ws.milestone_branch}", commit, milestone_head)
-    return commit
+    return commit, milestone_head
+
+
+def land(repo: Repo, branch: str, commit: str, expected: str) -> None:
+    """Move `branch` to `commit` only if it still points at `expected`
+    (compare-and-swap); GitError, nothing moved, if it does not."""
+    current = _git(repo, "rev-parse", branch)
+    if current != expected:
+        raise GitError(
+            f"{branch} moved from {expected[:10]} to {current[:10]} while the change was "
+            "tested; not merged"
+        )
+    _git(repo, "update-ref", f"refs/heads/{branch}", commit, expected)
 
 
 def delete_branch(repo: Repo, branch: str) -> None:

@@ -182,3 +182,23 @@ def m001_initial(db: Database) -> None:
         );
         """
     )
+
+
+@migration
+def m002_test_results(db: Database) -> None:
+    """Test runs cached by tree id and test setup: an unchanged milestone tip is
+    never tested twice (the gate's baseline, DONE's confirmation)."""
+    db.conn.executescript(
+        """
+        CREATE TABLE test_results (
+            id INTEGER PRIMARY KEY,
+            tree TEXT NOT NULL,
+            setup TEXT NOT NULL,
+            commit_sha TEXT NOT NULL,
+            summary TEXT NOT NULL,
+            report_json TEXT NOT NULL,
+            created_at TEXT NOT NULL,
+            UNIQUE (tree, setup)
+        );
+        """
+    )

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from soda.jail import Jail
 from soda.tools.commands import command_tools
 from soda.tools.files import reading_tools, writing_tools
 from soda.tools.git import git_tools
@@ -39,8 +40,13 @@ def read_only_tools(
     return Toolbox([*reading_tools(sandbox), *git_tools(sandbox, repo, output_limit)])
 
 
-def worktree_tools(sandbox: Sandbox, command_timeout: float, output_limit: int) -> Toolbox:
-    """Everything in read_only_tools plus write_file, edit_file and run_command."""
+def worktree_tools(
+    sandbox: Sandbox, command_timeout: float, output_limit: int, jail: Jail | None = None
+) -> Toolbox:
+    """Everything in read_only_tools plus write_file, edit_file and run_command.
+    Commands run in `jail` (default: a bubblewrap jail with the sandbox root as
+    the repository)."""
+    jail = jail or Jail(mode="bwrap", repo_root=sandbox.root, git_dir=sandbox.root / ".git")
     return read_only_tools(sandbox, output_limit=output_limit).extended(
-        [*writing_tools(sandbox), *command_tools(sandbox, command_timeout, output_limit)]
+        [*writing_tools(sandbox), *command_tools(sandbox, jail, command_timeout, output_limit)]
     )

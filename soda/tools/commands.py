@@ -1,19 +1,24 @@
-"""The run_command tool: a shell command in the sandbox root, bounded by a timeout.
+"""The run_command tool: a shell command in the jail, bounded by a timeout.
 
-The command runs through `soda.proc.run`, so it gets the scrubbed environment, its
-own process group (killed whole on timeout) and head-and-tail truncated output.
-A non-zero exit is a normal answer, not a tool error: the model needs to see it.
+The command runs through `Jail.run` (see `soda.jail`): the sandbox root is the
+repository, nothing else of the machine is writable, no credentials, no network
+unless allowed, and nothing it starts outlives it. Output is head-and-tail
+truncated. A non-zero exit is a normal answer, not a tool error: the model
+needs to see it.
 """
 
 from __future__ import annotations
 
+from soda.jail import Jail
 from soda.llm.base import ToolSpec
-from soda.proc import CommandResult, run
+from soda.proc import CommandResult
 from soda.tools.sandbox import Sandbox, ToolError
 from soda.tools.toolbox import Tool, object_schema
 
 
-def command_tools(sandbox: Sandbox, command_timeout: float, output_limit: int) -> list[Tool]:
+def command_tools(
+    sandbox: Sandbox, jail: Jail, command_timeout: float, output_limit: int
+) -> list[Tool]:
     spec = ToolSpec(
         "run_command",
         "Run a shell command (/bin/sh -c) in the working directory, e.g. the tests. "
@@ -27,7 +32,7 @@ def command_tools(sandbox: Sandbox, command_timeout: float, output_limit: int) -
         Tool(
             spec,
             lambda a: run_command(
-                sandbox, a["command"], a["timeout_seconds"], command_timeout, output_limit
+                sandbox, jail, a["command"], a["timeout_seconds"], command_timeout, output_limit
             ),
         )
     ]
@@ -35,6 +40,7 @@ def command_tools(sandbox: Sandbox, command_timeout: float, output_limit: int) -
 
 def run_command(
     sandbox: Sandbox,
+    jail: Jail,
     command: str,
     timeout_seconds: float | None,
     command_timeout: float,
@@ -45,7 +51,7 @@ def run_command(
     if timeout_seconds is not None and timeout_seconds <= 0:
         raise ToolError("timeout_seconds must be positive (or null for the maximum)")
     timeout = command_timeout if timeout_seconds is None else min(timeout_seconds, command_timeout)
-    result = run(command, cwd=sandbox.root, timeout=timeout, output_limit=output_limit)
+    result = jail.run(command, sandbox.root, timeout=timeout, output_limit=output_limit)
     return _report(result, timeout)
 
 

@@ -1,0 +1,113 @@
+"""A small pool of worktrees that move by incremental checkouts.
+
+On a large repository full checkouts dominate an iteration, so soda keeps two
+worktrees under `state/worktrees/` and moves them instead of re-creating them:
+
+- `view`: a detached, clean checkout of one commit. ORIENT reads the milestone
+  tip there, the baseline runs there, and the gate tests the very merge commit
+  it is about to land there; once landed that commit *is* the next tip, so the
+  next iteration's ORIENT and baseline find the view already in place.
+- `work`: the executor's worktree, on the iteration's branch.
+
+Moving is `git reset --hard` / `checkout -B` (cost proportional to the
+difference) and `git clean -ffdx`: nothing untracked or ignored survives a move,
+so every test run sees exactly the committed tree. Test results are cached by
+tree id (`tested`), so an unchanged tip is never tested twice.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import shutil
+from pathlib import Path
+
+import git
+from git import Repo
+from sqlite_utils import Database
+
+from soda.act.gate import own_modules
+from soda.act.tests import TestReport, report_kind, run_tests
+from soda.act.workspace import Workspace, _git
+from soda.config import Config
+from soda.jail import Jail
+from soda.store import test_results
+
+VIEW = "view"
+WORK = "work"
+
+
+class Checkouts:
+    """The pool for one repository; one instance per process (see Session)."""
+
+    def __init__(self, repo: Repo, root: Path) -> None:
+        self.repo = repo
+        self.root = root
+
+    def view(self, commit: str) -> Path:
+        """A clean, detached checkout of `commit`."""
+        path = self._ensure(VIEW, commit)
+        self._in(path, "reset", "-q", "--hard", commit)
+        self._in(path, "clean", "-q", "-ffdx")
+        return path
+
+    def work(self, milestone_branch: str, branch: str) -> Workspace:
+        """The executor's worktree on a new `branch` from the milestone head."""
+        fork_point = _git(self.repo, "rev-parse", milestone_branch)
+        path = self._ensure(WORK, fork_point)
+        self._in(path, "checkout", "-q", "--force", "-B", branch, fork_point)
+        self._in(path, "clean", "-q", "-ffdx")
+        return Workspace(self.repo, path, branch, milestone_branch, fork_point)
+
+    def release(self, ws: Workspace) -> None:
+        """End an iteration's use of the work tree: detach it and delete its branch.
+        Never raises (it runs in a `finally`)."""
+        with contextlib.suppress(git.GitCommandError, OSError):
+            self._in(ws.path, "checkout", "-q", "--force", "--detach")
+        with contextlib.suppress(git.GitCommandError):
+            _git(self.repo, "branch", "-D", ws.branch)
+
+    def _ensure(self, name: str, commit: str) -> Path:
+        path = self.root / name
+        if (path / ".git").is_file():
+            return path
+        if path.exists():  # a directory that is not (or no longer) a worktree
+            shutil.rmtree(path, ignore_errors=True)
+        with contextlib.suppress(git.GitCommandError):
+            self.repo.git.worktree("prune")
+        self.root.mkdir(parents=True, exist_ok=True)
+        _git(self.repo, "worktree", "add", "-q", "--detach", str(path), commit)
+        return path
+
+    def _in(self, path: Path, *args: str) -> str:
+        return _git(self.repo, "-C", str(path), *args)
+
+
+def setup_key(config: Config, jail: Jail) -> str:
+    """Everything besides the tree that decides a test run's result."""
+    parts = (
+        config.project.test_command,
+        report_kind(config),
+        config.gate.junit or "",
+        jail.mode,
+        str(jail.network),
+    )
+    return hashlib.sha256("\0".join(parts).encode()).hexdigest()[:16]
+
+
+def tested(
+    config: Config, jail: Jail, db: Database, checkouts: Checkouts, commit: str
+) -> tuple[TestReport, bool]:
+    """The test results of `commit` on a clean checkout, from the cache when its
+    tree was tested before; the flag says whether they were cached."""
+    repo = checkouts.repo
+    tree = _git(repo, "rev-parse", f"{commit}^{{tree}}")
+    setup = setup_key(config, jail)
+    hit = test_results.cached(db, tree, setup)
+    if hit is not None:
+        return TestReport.from_json(hit), True
+    path = checkouts.view(commit)
+    report = run_tests(config, jail, path, own_modules(repo, commit))
+    if not report.timed_out:
+        test_results.store(db, tree, setup, commit, report.summary(), report.to_json())
+    return report, False

@@ -1,0 +1,192 @@
+"""The gate: what must hold before a commit merges into the milestone branch.
+
+`baseline` is the milestone tip's test run, `after` the candidate merge commit's,
+both on clean checkouts in the jail (see `soda.act.tests`). The rules, in order:
+
+1. the run finished in time, and where a per-test report was asked for (pytest,
+   `gate.junit`) it exists and reads; otherwise the merge is refused (fail closed);
+2. the tests ran the checkout's code: no project module came from elsewhere;
+3. no test fails afterwards that did not fail at baseline: a regression and a
+   new failing test are refused alike;
+4. no test that passed at baseline is missing or skipped afterwards, and the
+   change touches no test infrastructure (`infrastructure_changes`): these are
+   not refused outright but never merged on the gate's word either; a person
+   approves them (`GateResult.approval` lists what to look at).
+
+Exit-code-only runners (no report) merge only on exit code 0.
+"""
+
+from __future__ import annotations
+
+import configparser
+import fnmatch
+import tomllib
+from dataclasses import dataclass
+from pathlib import PurePosixPath
+
+from git import Repo
+
+from soda.act.tests import TestReport
+
+SHOWN = 5
+
+TEST_CONFIG_FILES = frozenset({"conftest.py", "pytest.ini", "tox.ini", "noxfile.py"})
+"""Files whose change can rewrite what the test runner reports."""
+
+SHADOWING_NAMES = frozenset(
+    {
+        "pytest",
+        "_pytest",
+        "py",
+        "pluggy",
+        "iniconfig",
+        "xml",
+        "site",
+        "sitecustomize",
+        "usercustomize",
+        "encodings",
+    }
+)
+"""Top-level modules a repository file could shadow to fake the runner or its report."""
+
+NOT_PROJECT_MODULES = frozenset({"tests", "test", "testing", "conftest", "setup", "docs"})
+
+
+@dataclass(frozen=True)
+class GateResult:
+    ok: bool
+    reason: str
+    regressions: tuple[str, ...] = ()
+    approval: tuple[str, ...] = ()
+    """When not ok only for reasons a person may accept: what they must look at."""
+
+
+def _listing(names: set[str] | frozenset[str]) -> str:
+    ordered = sorted(names)
+    return ", ".join(ordered[:SHOWN]) + (" ..." if len(ordered) > SHOWN else "")
+
+
+def gate(
+    baseline: TestReport,
+    after: TestReport,
+    mandatory: bool = False,
+    infrastructure: tuple[str, ...] = (),
+) -> GateResult:
+    """Judge `after` against `baseline`. `mandatory`: a per-test report was asked
+    for, so its absence refuses. `infrastructure`: test-infrastructure files the
+    change touches (these need a person)."""
+    if after.timed_out:
+        return GateResult(False, "tests timed out after the change")
+    for label, report in (("at baseline", baseline), ("after the change", after)):
+        if (mandatory or baseline.detailed) and not report.detailed:
+            why = report.problem or "no per-test report"
+            return GateResult(False, f"refusing to merge: {why} ({label})")
+        if report.foreign_imports:
+            return GateResult(
+                False,
+                f"the tests {label} did not run the checkout's code: they imported "
+                f"{_listing(set(report.foreign_imports))}; install the project from the "
+                "repository itself (pip install -e .) in an environment soda can bind "
+                "(sandbox.bind_ignored, sandbox.expose); `soda doctor` shows the details",
+            )
+    if not after.detailed:
+        if after.returncode == 0:
+            return _approval_or_ok(infrastructure, (), "test command passed")
+        return GateResult(
+            False,
+            f"test command failed with exit code {after.returncode} and gave no per-test report",
+        )
+    regressions = after.failed & baseline.passed
+    if regressions:
+        return GateResult(
+            False,
+            f"{len(regressions)} test(s) passed before and fail now: {_listing(regressions)}",
+            tuple(sorted(regressions)),
+        )
+    new_failures = after.failed - baseline.failed
+    if new_failures:
+        return GateResult(
+            False,
+            f"{len(new_failures)} test(s) fail after the change that did not fail before: "
+            f"{_listing(new_failures)}",
+            tuple(sorted(new_failures)),
+        )
+    missing = baseline.passed - after.passed
+    removed = (f"test passed before, missing or skipped now: {name}" for name in sorted(missing))
+    return _approval_or_ok(
+        infrastructure,
+        tuple(removed),
+        f"no regressions ({after.summary()})",
+        f"{len(missing)} test(s) passed before and are missing or skipped now: {_listing(missing)}"
+        if missing
+        else "",
+    )
+
+
+def _approval_or_ok(
+    infrastructure: tuple[str, ...], removed: tuple[str, ...], ok_reason: str, why: str = ""
+) -> GateResult:
+    items = tuple(f"changes test infrastructure: {path}" for path in infrastructure) + removed
+    if not items:
+        return GateResult(True, ok_reason)
+    reasons = [why] if why else []
+    if infrastructure:
+        reasons.append(f"the change touches test infrastructure: {_listing(set(infrastructure))}")
+    return GateResult(False, "; ".join(reasons) + " (needs a person's approval)", approval=items)
+
+
+def infrastructure_changes(repo: Repo, old: str, new: str, protected: list[str]) -> tuple[str, ...]:
+    """Paths changed between `old` and `new` that can change what the test runner
+    reports: conftest.py, pytest/tox/nox configuration (the pytest and tox
+    sections of pyproject.toml and setup.cfg), files shadowing the runner's own
+    modules, and what `gate.protected` lists."""
+    changed = repo.git.diff("--name-only", "--no-renames", "-z", old, new).split("\0")
+    hits = []
+    for path in filter(None, changed):
+        pure = PurePosixPath(path)
+        top = pure.parts[0].removesuffix(".py")
+        if (
+            pure.name in TEST_CONFIG_FILES
+            or top in SHADOWING_NAMES
+            or any(fnmatch.fnmatch(path, pattern) for pattern in protected)
+        ):
+            hits.append(path)
+        elif pure.name in ("pyproject.toml", "setup.cfg") and _test_sections(
+            repo, old, path
+        ) != _test_sections(repo, new, path):
+            hits.append(f"{path} (test runner section)")
+    return tuple(hits)
+
+
+def _test_sections(repo: Repo, commit: str, path: str) -> object:
+    try:
+        text = repo.git.show(f"{commit}:{path}")
+    except Exception:  # the file does not exist at that commit
+        return None
+    try:
+        if path.endswith(".toml"):
+            tool = tomllib.loads(text).get("tool", {})
+            return {key: tool.get(key) for key in ("pytest", "tox", "coverage")}
+        parser = configparser.ConfigParser(interpolation=None)
+        parser.read_string(text)
+        return {
+            name: dict(parser[name])
+            for name in parser.sections()
+            if name.startswith(("tool:pytest", "pytest", "tox"))
+        }
+    except (tomllib.TOMLDecodeError, configparser.Error):
+        return ("unreadable", text)  # compared as text: any change counts
+
+
+def own_modules(repo: Repo, commit: str) -> frozenset[str]:
+    """The project's top-level Python modules at `commit` (flat and src layouts)."""
+    names = set()
+    for path in repo.git.ls_tree("-r", "--name-only", "-z", commit).split("\0"):
+        parts = PurePosixPath(path).parts
+        if parts[:1] == ("src",):
+            parts = parts[1:]
+        if len(parts) == 1 and parts[0].endswith(".py"):
+            names.add(parts[0].removesuffix(".py"))
+        elif len(parts) == 2 and parts[1] == "__init__.py":
+            names.add(parts[0])
+    return frozenset(names - NOT_PROJECT_MODULES)

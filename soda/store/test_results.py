@@ -1,0 +1,31 @@
+"""The test-results cache: one row per (tree id, test setup).
+
+`setup` fingerprints everything besides the tree that decides a run's result
+(the test command, the report source, the jail's mode and network), so a
+change of configuration is never answered from an old run.
+"""
+
+from __future__ import annotations
+
+import json
+
+from sqlite_utils import Database
+
+from soda.store.db import dumps, now
+
+
+def cached(db: Database, tree: str, setup: str) -> dict | None:
+    row = db.execute(
+        "SELECT report_json FROM test_results WHERE tree = ? AND setup = ?", [tree, setup]
+    ).fetchone()
+    return json.loads(row[0]) if row else None
+
+
+def store(db: Database, tree: str, setup: str, commit: str, summary: str, report: dict) -> None:
+    with db.conn:
+        db.execute(
+            "INSERT OR REPLACE INTO test_results"
+            " (tree, setup, commit_sha, summary, report_json, created_at)"
+            " VALUES (?, ?, ?, ?, ?, ?)",
+            [tree, setup, commit, summary, dumps(report), now()],
+        )
