@@ -3,7 +3,10 @@
 from __future__ import annotations
 
 import os
+import socket
+import threading
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -436,3 +439,74 @@ def test_options_cannot_be_injected_as_revisions(
 ) -> None:
     assert "looks like an option" in fail(box, tool, **arguments)
     assert not (history / "pwned.txt").exists()
+
+
+# --- hard links and special files --------------------------------------------------------
+
+
+def within(seconds: float, action: Callable[[], str], fifo: Path | None = None) -> str:
+    """Run `action` in a thread; fail (instead of hanging the suite) if it is not
+    done by the deadline. A reader stuck on `fifo` is released afterwards."""
+    answer: list[str] = []
+    worker = threading.Thread(target=lambda: answer.append(action()), daemon=True)
+    worker.start()
+    worker.join(seconds)
+    if worker.is_alive() and fifo is not None:
+        os.close(os.open(fifo, os.O_WRONLY | os.O_NONBLOCK))  # lets the stuck open return
+    assert not worker.is_alive(), f"still running after {seconds}s"
+    return answer[0]
+
+
+@pytest.fixture
+def hard_link(root: Path) -> Path:
+    """A hard link inside the sandbox to the secret outside it (what a command could make)."""
+    os.link(root.parent / "outside" / "secret.txt", root / "linked.txt")
+    return root.parent / "outside" / "secret.txt"
+
+
+def test_write_through_a_hard_link_is_refused(box: Toolbox, hard_link: Path) -> None:
+    assert "hard links" in fail(box, "write_file", path="linked.txt", content="pwned")
+    assert hard_link.read_text() == SECRET
+    assert os.stat(hard_link).st_nlink == 2  # nothing replaced or unlinked either
+
+
+def test_edit_through_a_hard_link_is_refused(box: Toolbox, hard_link: Path) -> None:
+    assert "hard links" in fail(box, "edit_file", path="linked.txt", old=SECRET, new="pwned")
+    assert hard_link.read_text() == SECRET
+
+
+def test_a_file_with_one_link_is_still_written(box: Toolbox, root: Path) -> None:
+    call(box, "write_file", path="src/app.py", content="x = 1\n")
+    call(box, "edit_file", path="src/app.py", old="x = 1", new="x = 2")
+    assert (root / "src" / "app.py").read_text() == "x = 2\n"
+
+
+@pytest.fixture
+def fifo(root: Path) -> Path:
+    path = root / "src" / "pipe"
+    os.mkfifo(path)
+    return path
+
+
+def test_search_and_list_skip_a_fifo(box: Toolbox, fifo: Path) -> None:
+    found = within(10, lambda: call(box, "search_text", pattern="return"), fifo)
+    assert found == "src/app.py:2: return 1"
+    listed = within(10, lambda: call(box, "list_files", path="src"), fifo)
+    assert listed == "src/app.py"
+
+
+def test_read_and_write_refuse_a_fifo(box: Toolbox, fifo: Path) -> None:
+    assert "not a regular file" in within(10, lambda: fail(box, "read_file", path="src/pipe"), fifo)
+    refused = within(10, lambda: fail(box, "write_file", path="src/pipe", content="x"), fifo)
+    assert "not a regular file" in refused
+    refused = within(10, lambda: fail(box, "edit_file", path="src/pipe", old="a", new="b"), fifo)
+    assert "not a regular file" in refused
+
+
+def test_a_socket_is_skipped_and_refused(box: Toolbox, root: Path) -> None:
+    with socket.socket(socket.AF_UNIX) as server:
+        server.bind(str(root / "src" / "sock"))
+        server.listen()
+        assert within(10, lambda: call(box, "search_text", pattern="return")).startswith("src/app")
+        assert "not a regular file" in fail(box, "read_file", path="src/sock")
+        assert call(box, "list_files", path="src") == "src/app.py"

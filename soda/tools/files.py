@@ -2,6 +2,13 @@
 
 Every path goes through `Sandbox.resolve`; every answer is capped so one call
 cannot flood the model's context, and a cut answer says how to get the rest.
+
+Only regular files are ever opened. A FIFO, socket or device in the tree would
+block a reader forever (or do something on open), so reading refuses them and
+listing and searching skip them; every open is also O_NONBLOCK and re-checked
+with fstat, in case one is swapped in after the check. Writes refuse a file with
+more than one hard link: resolving the path cannot see where the other links
+are, and one may be outside the working directory (linked in by a command).
 """
 
 from __future__ import annotations
@@ -9,8 +16,10 @@ from __future__ import annotations
 import fnmatch
 import os
 import re
+import stat
 from collections.abc import Iterator
 from pathlib import Path
+from typing import IO
 
 from soda.llm.base import ToolSpec
 from soda.tools.sandbox import Sandbox, ToolError
@@ -30,6 +39,8 @@ MAX_SEARCH_BYTES = 5_000_000
 NOISE_DIRS = frozenset(
     {"__pycache__", ".pytest_cache", ".mypy_cache", ".ruff_cache", ".venv", "node_modules"}
 )
+
+_CLOEXEC = getattr(os, "O_CLOEXEC", 0)
 
 NULLABLE_STRING = {"type": ["string", "null"]}
 NULLABLE_INTEGER = {"type": ["integer", "null"]}
@@ -118,7 +129,7 @@ def read_file(sandbox: Sandbox, path: str, offset_line: int | None, max_lines: i
         raise ToolError("offset_line and max_lines must be at least 1")
     shown: list[str] = []
     chars, total = 0, 0
-    with target.open(encoding="utf-8", errors="replace", newline="") as f:
+    with _open_text(target, path, errors="replace", newline="") as f:
         for total, line in enumerate(f, start=1):
             if total < first or len(shown) >= wanted or chars >= MAX_READ_CHARS:
                 continue  # keep counting: the note says how long the file is
@@ -179,8 +190,8 @@ def search_text(sandbox: Sandbox, pattern: str, path: str | None, glob: str | No
                 skipped += 1
                 continue
             hits.extend(_search_file(sandbox, file, regex, MAX_MATCHES + 1 - len(hits)))
-        except OSError:
-            continue  # a dangling link or an unreadable file: nothing to search
+        except (OSError, ToolError):
+            continue  # a dangling link, an unreadable or irregular file: nothing to search
         if len(hits) > MAX_MATCHES:
             break
     return _search_report(hits, skipped)
@@ -191,10 +202,10 @@ def write_file(sandbox: Sandbox, path: str, content: str) -> str:
     if target.is_dir():
         raise ToolError(f"{path} is a directory")
     existed = target.exists()
+    if existed:
+        _check_writable(target.stat(), path)  # refuse before opening anything
     target.parent.mkdir(parents=True, exist_ok=True)
-    # newline="" writes the content exactly as given (no \n -> \r\n translation).
-    with target.open("w", encoding="utf-8", newline="") as f:
-        f.write(content)
+    _write_text(target, path, content)
     verb = "overwrote" if existed else "created"
     return f"{verb} {sandbox.relative(target)} ({len(content)} characters)"
 
@@ -203,8 +214,9 @@ def edit_file(sandbox: Sandbox, path: str, old: str, new: str) -> str:
     if not old:
         raise ToolError("old must not be empty; use write_file to create a file")
     target = _existing_text_file(sandbox, path)
+    _check_writable(target.stat(), path)
     try:
-        with target.open(encoding="utf-8", newline="") as f:
+        with _open_text(target, path, errors="strict", newline="") as f:
             text = f.read()
     except UnicodeDecodeError as exc:
         raise ToolError(f"{path} is not UTF-8 text; edit_file cannot change it safely") from exc
@@ -216,8 +228,7 @@ def edit_file(sandbox: Sandbox, path: str, old: str, new: str) -> str:
             f"old text occurs {count} times in {path}; include more surrounding lines "
             "so that it occurs exactly once"
         )
-    with target.open("w", encoding="utf-8", newline="") as f:
-        f.write(text.replace(old, new, 1))
+    _write_text(target, path, text.replace(old, new, 1))
     return f"edited {sandbox.relative(target)}: replaced 1 occurrence"
 
 
@@ -229,7 +240,7 @@ def _existing_text_file(sandbox: Sandbox, path: str) -> Path:
         raise ToolError(f"{path} does not exist")
     if not target.is_file():
         raise ToolError(f"{path} is not a regular file")
-    if _is_binary(target):
+    if _is_binary(target, path):
         raise ToolError(f"{path} is a binary file")
     return target
 
@@ -256,6 +267,8 @@ def _walk(sandbox: Sandbox, start: Path) -> Iterator[Path]:
                 continue  # `.git` is a file in a worktree
             if file.is_symlink() and not sandbox.permits(file):
                 continue
+            if _irregular(file):
+                continue  # a FIFO, socket or device: never listed, never opened
             yield file
 
 
@@ -269,11 +282,11 @@ def _matches(rel: str, pattern: str) -> bool:
 
 
 def _search_file(sandbox: Sandbox, file: Path, regex: re.Pattern[str], room: int) -> list[str]:
-    if room <= 0 or _is_binary(file):
+    rel = sandbox.relative(file)
+    if room <= 0 or _is_binary(file, rel):
         return []
     hits: list[str] = []
-    rel = sandbox.relative(file)
-    with file.open(encoding="utf-8", errors="replace") as f:
+    with _open_text(file, rel, errors="replace", newline=None) as f:
         for number, line in enumerate(f, start=1):
             if regex.search(line):
                 hits.append(f"{rel}:{number}: {_clip(line.strip(), MAX_MATCH_CHARS)}")
@@ -291,9 +304,70 @@ def _search_report(hits: list[str], skipped: int) -> str:
     return "\n".join(lines)
 
 
-def _is_binary(path: Path) -> bool:
-    with path.open("rb") as f:
+def _is_binary(path: Path, shown: str) -> bool:
+    with open(_open_regular(path, shown), "rb") as f:
         return b"\0" in f.read(8192)
+
+
+def _irregular(path: Path) -> bool:
+    """Whether `path` exists and is not a regular file (following a final symlink,
+    which the sandbox has vetted). A dangling link is not irregular: opening it
+    fails like any unreadable file."""
+    try:
+        return not stat.S_ISREG(path.stat().st_mode)
+    except OSError:
+        return False
+
+
+def _open_regular(path: Path, shown: str) -> int:
+    """A read-only descriptor for `path`, refused unless it is a regular file.
+    O_NONBLOCK: opening a FIFO swapped in after the caller's checks returns at
+    once instead of waiting for a writer, and fstat then refuses it."""
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | _CLOEXEC)
+    except OSError as exc:
+        raise ToolError(f"cannot open {shown}: {exc.strerror}") from exc
+    if not stat.S_ISREG(os.fstat(fd).st_mode):
+        os.close(fd)
+        raise ToolError(f"{shown} is not a regular file")
+    return fd
+
+
+def _open_text(path: Path, shown: str, errors: str, newline: str | None) -> IO[str]:
+    return open(  # the caller's `with` closes it
+        _open_regular(path, shown), encoding="utf-8", errors=errors, newline=newline
+    )
+
+
+def _check_writable(info: os.stat_result, shown: str) -> None:
+    if not stat.S_ISREG(info.st_mode):
+        raise ToolError(f"{shown} is not a regular file; it cannot be written")
+    if info.st_nlink > 1:
+        raise ToolError(
+            f"{shown} has {info.st_nlink} hard links, so writing it would change the "
+            "other links too (perhaps outside the working directory); remove it first "
+            "(e.g. `rm` with run_command), then write it anew"
+        )
+
+
+def _write_text(path: Path, shown: str, content: str) -> None:
+    """Write `content` exactly as given (newline="": no \\n -> \\r\\n translation).
+    Opened without truncating and checked with fstat first, so a FIFO or a hard
+    link swapped in after the caller's checks is refused with nothing written;
+    O_NOFOLLOW refuses a symlink swapped in for the resolved path."""
+    flags = os.O_WRONLY | os.O_CREAT | os.O_NOFOLLOW | os.O_NONBLOCK | _CLOEXEC
+    try:
+        fd = os.open(path, flags, 0o666)
+    except OSError as exc:
+        raise ToolError(f"cannot write {shown}: {exc.strerror}") from exc
+    try:
+        _check_writable(os.fstat(fd), shown)
+        os.ftruncate(fd, 0)
+    except BaseException:
+        os.close(fd)
+        raise
+    with open(fd, "w", encoding="utf-8", newline="") as f:
+        f.write(content)
 
 
 def _clip(text: str, limit: int) -> str:
