@@ -125,6 +125,7 @@ class Session:
         return self.config.spec_path.read_text(encoding="utf-8")
 
     def finish_run(self, status: str, reason: str) -> None:
+        self.checkouts.remove_all()
         with self.db.conn:
             self.db["runs"].update(
                 self.run_id, {"status": status, "final_reason": reason, "ended_at": now()}

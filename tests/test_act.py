@@ -9,7 +9,8 @@ import pytest
 from git import Repo
 
 from soda.act.execute import TaskOutcome, batches, execute_plan, plan_problems
-from soda.act.tests import TestReport, gate
+from soda.act.gate import gate
+from soda.act.tests import TestReport
 from soda.act.workspace import create_workspace, merge_into_milestone
 from soda.contracts import IterationPlan, PlanTask
 from soda.errors import StructuralError

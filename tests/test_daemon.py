@@ -186,7 +186,7 @@ def test_sigkill_in_act_then_restart_recovers(project) -> None:
     )
     os.kill(pid, signal.SIGKILL)
     wait_for(lambda: not alive(pid), 10, "the kill")
-    assert (root / "state" / "worktrees" / "iter-1").exists()  # left behind by the crash
+    assert (root / "state" / "worktrees" / "work").exists()  # left behind by the crash
 
     # Restart with a script that finds the spec unmet but has nothing to do.
     stuck = [
@@ -238,7 +238,7 @@ def test_sigkill_in_act_then_restart_recovers(project) -> None:
     )
     first = query(root, "SELECT outcome, error FROM iterations WHERE number = 1")[0]
     assert first == ("aborted", "aborted in phase act")
-    assert not (root / "state" / "worktrees" / "iter-1").exists()
+    assert not (root / "state" / "worktrees" / "work").exists()
     assert git(root, "rev-parse", "soda/spec") == base  # never moved to an ungated commit
     told = query(root, "SELECT status FROM human_inputs WHERE payload_json LIKE '%keep it simple%'")
     assert told and told[0][0] in ("pending", "claimed", "applied")

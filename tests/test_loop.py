@@ -250,6 +250,9 @@ def test_single_orient_pattern_uses_one_agent(tmp_path: Path) -> None:
         },
     )
     root = project(tmp_path, [orienter])
+    # DONE is confirmed by a test run: make the spec truly met (no failing test).
+    git(root, "rm", "-q", "tests/test_acceptance.py")
+    git(root, "commit", "-q", "-m", "drop the acceptance tests")
     config = root / "soda.toml"
     config.write_text(
         config.read_text().replace('orient_pattern = "split"', 'orient_pattern = "single"')

@@ -13,6 +13,7 @@ from typing import Any
 import pytest
 
 from soda.llm.base import ToolSpec
+from soda.jail import Jail
 from soda.tools import Sandbox, Tool, Toolbox, ToolError, read_only_tools, worktree_tools
 from soda.tools.files import MAX_LIST_ENTRIES, MAX_MATCHES, MAX_READ_LINES
 from tests.conftest import git
@@ -384,8 +385,22 @@ def test_run_command_does_not_leak_secrets(box: Toolbox, monkeypatch: pytest.Mon
     output = call(box, "run_command", command="env")
     assert "sk-should-not-leak" not in output
     assert "FOO_API_KEY" not in output
-    assert "SODA_VISIBLE=yes" in output
+    assert "SODA_VISIBLE" not in output  # an allowlist: only PATH, locale, TERM, ... get in
+    assert "PATH=" in output
     assert os.environ["FOO_API_KEY"] == "sk-should-not-leak"
+
+
+def test_run_command_passes_listed_variables(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("SODA_VISIBLE", "yes")
+    root = tmp_path / "root"
+    root.mkdir()
+    jail = Jail(
+        mode="bwrap", repo_root=root, git_dir=root / ".git", env_passthrough=("SODA_VISIBLE",)
+    )
+    box = worktree_tools(sandbox(root), command_timeout=5, output_limit=2000, jail=jail)
+    assert "SODA_VISIBLE=yes" in call(box, "run_command", command="env")
 
 
 # --- git -------------------------------------------------------------------------------

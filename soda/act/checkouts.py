@@ -12,7 +12,8 @@ worktrees under `state/worktrees/` and moves them instead of re-creating them:
 Moving is `git reset --hard` / `checkout -B` (cost proportional to the
 difference) and `git clean -ffdx`: nothing untracked or ignored survives a move,
 so every test run sees exactly the committed tree. Test results are cached by
-tree id (`tested`), so an unchanged tip is never tested twice.
+tree id (`tested`), so an unchanged tip is never tested twice. The pool lives
+as long as a run; `remove_all` clears it when the run ends, recovery after a crash.
 """
 
 from __future__ import annotations
@@ -66,6 +67,19 @@ class Checkouts:
             self._in(ws.path, "checkout", "-q", "--force", "--detach")
         with contextlib.suppress(git.GitCommandError):
             _git(self.repo, "branch", "-D", ws.branch)
+
+    def remove_all(self) -> None:
+        """Remove the pool's worktrees (at the end of a run); never raises."""
+        for name in (VIEW, WORK):
+            path = self.root / name
+            if not path.exists():
+                continue
+            try:
+                self.repo.git.worktree("remove", "--force", str(path))
+            except git.GitCommandError:
+                shutil.rmtree(path, ignore_errors=True)
+        with contextlib.suppress(git.GitCommandError):
+            self.repo.git.worktree("prune")
 
     def _ensure(self, name: str, commit: str) -> Path:
         path = self.root / name
