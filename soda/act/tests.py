@@ -145,7 +145,13 @@ def run_tests(
         elif kind == "junit":
             assert config.gate.junit is not None
             xml_path = checkout / config.gate.junit
-            xml_path.unlink(missing_ok=True)
+            if xml_path.exists():  # the checkout is clean: only a tracked file is there
+                return TestReport(
+                    None,
+                    False,
+                    problem=f"gate.junit names {config.gate.junit}, a file the commit "
+                    "tracks; a committed report cannot be trusted",
+                )
         result = jail.run(
             config.project.test_command,
             checkout,
