@@ -125,10 +125,8 @@ def commit(root: Path, files: dict[str, str], message: str) -> str:
     return git(root, "rev-parse", "HEAD")
 
 
-@pytest.fixture
-def project(tmp_path: Path) -> Project:
+def make_project(root: Path) -> Project:
     """main: `add` and its test; branch work: the good candidate, then the bad one."""
-    root = tmp_path / "repo"
     root.mkdir()
     git(root, "init", "-q", "-b", "main")
     base = commit(
@@ -163,6 +161,11 @@ def project(tmp_path: Path) -> Project:
     )
     git(root, "checkout", "-q", "main")
     return Project(Path(os.path.realpath(root)), base, good, bad)
+
+
+@pytest.fixture
+def project(tmp_path: Path) -> Project:
+    return make_project(tmp_path / "repo")
 
 
 PYTEST_PACKAGES = ("pytest", "_pytest", "pluggy", "iniconfig", "packaging", "pygments", "py")
@@ -326,3 +329,24 @@ def test_a_package_the_jail_cannot_import_does_not_let_a_bad_change_through(
     # The bad commit judged against the good one, its parent, as the next
     # iteration's gate would.
     assert not gate(verdicts.good, verdicts.bad, mandatory=True).ok
+
+
+@pytest.mark.xfail(
+    strict=True,
+    reason="test results are cached by tree and setup (test command, report kind, jail "
+    "mode, network) but not by the environment: after the person fixes the install as "
+    "the refusal says, the milestone tip's cached baseline still carries the foreign "
+    "import, so every later change is refused until the tip's tree changes (which the "
+    "refusals prevent)",
+)
+def test_fixing_the_install_as_told_lets_the_good_change_through(
+    project: Project, tmp_path: Path
+) -> None:
+    other = tmp_path / "other-clone"
+    git(tmp_path, "clone", "-q", str(project.root), str(other))
+    python = make_venv(tmp_path / "venvs" / "proj")
+    install_editable(python, other)
+    sandbox = f'expose = ["{other}"]'
+    assert not judge(project, python, sandbox).good_gate.ok  # case C: refused
+    install_editable(python, project.root)  # "pip install -e ." from the repository
+    assert judge(project, python, sandbox).good_gate.ok
