@@ -258,18 +258,23 @@ def doctor(
     ping: Annotated[
         bool, typer.Option("--ping", help="Also send one tiny request to the provider.")
     ] = False,
+    tests: Annotated[
+        bool,
+        typer.Option("--tests", help="Also run the tests once and check what they imported."),
+    ] = False,
 ) -> None:
-    """Check config, git, the test command, the state database and the provider.
+    """Check config, git, the test command, the jail, the gate, the state database
+    and the provider.
 
-    Prints one pass/fail line per check; exits 1 if any failed.
+    Prints one pass/warn/FAIL line per check; exits 1 if any failed.
 
-    Example: soda doctor --ping
+    Example: soda doctor --ping --tests
     """
     from soda.doctor import run_checks
 
-    checks = run_checks(_project(ctx).directory, ping=ping)
+    checks = run_checks(_project(ctx).directory, ping=ping, tests=tests)
     for check in checks:
-        out.print(f"{'pass' if check.ok else 'FAIL'}  {check.name:<9} {check.detail}", markup=False)
+        out.print(f"{check.label}  {check.name:<9} {check.detail}", markup=False)
     raise typer.Exit(0 if all(check.ok for check in checks) else 1)
 
 

@@ -1,4 +1,5 @@
-"""`soda doctor`: one line per check, failures named, a ping through the fake API."""
+"""`soda doctor`: one line per check, failures named, a ping through the fake API,
+the jail and the gate described, and (with --tests) where the tests' imports came from."""
 
 from __future__ import annotations
 
@@ -10,7 +11,9 @@ from typer.testing import CliRunner
 from soda.cli import app
 from soda.demo import prepare
 from soda.doctor import run_checks
+from tests.conftest import git
 from tests.fakeapi import FakeAPI, json_response
+from tests.test_editable import install_editable, make_project, make_venv
 
 pytest_plugins = ("tests.fakeapi",)
 runner = CliRunner()
@@ -31,6 +34,8 @@ def test_all_pass_on_a_ready_project(project: Path) -> None:
         ["pass", "config"],
         ["pass", "git"],
         ["pass", "tests"],
+        ["pass", "jail"],
+        ["pass", "gate"],
         ["pass", "state"],
         ["pass", "provider"],
     ]
@@ -75,3 +80,100 @@ def test_ping_sends_one_tiny_request(
     assert len(fake_api.requests) == 1
     assert fake_api.requests[0].body["model"] == "claude-haiku-4-5"
     assert fake_api.requests[0].body["output_config"]["format"]["type"] == "json_schema"
+
+
+def test_jail_check_describes_the_jail(project: Path) -> None:
+    checks = {c.name: c for c in run_checks(project)}
+    assert checks["jail"].ok and not checks["jail"].warn
+    assert checks["jail"].detail.startswith("bubblewrap jail (")
+    assert "network off" in checks["jail"].detail
+    config = project / "soda.toml"
+    config.write_text(config.read_text().replace('mode = "bwrap"', 'mode = "none"'))
+    result = runner.invoke(app, ["-C", str(project), "doctor"])
+    assert result.exit_code == 0, result.output
+    assert 'warn  jail      sandbox.mode = "none": agent commands and tests run unconfined' in (
+        result.output
+    )
+
+
+def test_gate_check_names_the_report(project: Path) -> None:
+    checks = {c.name: c for c in run_checks(project)}
+    assert (checks["gate"].label, checks["gate"].detail) == (
+        "pass",
+        "per-test (pytest JUnit, mandatory)",
+    )
+    config = project / "soda.toml"
+    text = config.read_text().replace("# junit = (not set)", 'junit = "reports/junit.xml"')
+    config.write_text(text)
+    checks = {c.name: c for c in run_checks(project)}
+    assert checks["gate"].detail == "per-test (JUnit at reports/junit.xml)"
+
+
+def test_an_exit_code_only_gate_is_a_warning(project: Path) -> None:
+    config = project / "soda.toml"
+    text = config.read_text()
+    config.write_text(text.replace("test_command = ", 'test_command = "make test" #', 1))
+    checks = {c.name: c for c in run_checks(project)}
+    gate = checks["gate"]
+    assert gate.ok and gate.warn and gate.label == "warn"
+    assert "exit code only" in gate.detail and "set gate.junit" in gate.detail
+    lines = runner.invoke(app, ["-C", str(project), "doctor"]).output.splitlines()
+    assert any(line.startswith("warn  gate      exit code only") for line in lines)
+
+
+def test_imports_run_only_with_tests_flag_and_pass_on_the_checkouts_code(project: Path) -> None:
+    assert "imports" not in {c.name for c in run_checks(project)}
+    result = runner.invoke(app, ["-C", str(project), "doctor", "--tests"])
+    assert result.exit_code == 0, result.output
+    line = next(x for x in result.output.splitlines() if x.split()[1] == "imports")
+    assert line.startswith("pass  imports   ")
+    assert "on main (" in line and "no project module (calc) came from elsewhere" in line
+    # The check's checkout is gone, and the pool a running soda uses was never touched.
+    assert git(project, "worktree", "list").count("\n") == 0
+    assert not (project / "state" / "worktrees").exists() or not any(
+        (project / "state" / "worktrees").iterdir()
+    )
+
+
+def _editable_project(tmp_path: Path, source: str, sandbox: str = "") -> Path:
+    """test_editable's src-layout project, its venv installed editable from
+    `source` ("repo" itself or a clone "other"), and a soda.toml."""
+    root = make_project(tmp_path / "repo").root
+    other = tmp_path / "other"
+    git(tmp_path, "clone", "-q", str(root), str(other))
+    python = make_venv(tmp_path / "venvs" / "proj")
+    install_editable(python, root if source == "repo" else other)
+    (root / "soda.toml").write_text(
+        f'[project]\ntest_command = "{python} -m pytest -q"\n\n[sandbox]\n{sandbox}\n'
+    )
+    return root
+
+
+def test_imports_from_another_copy_fail_with_how_to_fix(tmp_path: Path) -> None:
+    root = _editable_project(tmp_path, "other", f'expose = ["{tmp_path / "other"}"]')
+    checks = {c.name: c for c in run_checks(root, tests=True)}
+    imports = checks["imports"]
+    assert not imports.ok
+    assert f"mypkg from {tmp_path / 'other'}/src/mypkg/__init__.py" in imports.detail
+    assert "gate will refuse every change" in imports.detail
+    assert "pip install -e ." in imports.detail
+    assert "\n" not in imports.detail
+    result = runner.invoke(app, ["-C", str(root), "doctor", "--tests"])
+    assert result.exit_code == 1 and "FAIL  imports   the tests on main (" in result.output
+
+
+def test_imports_from_the_repository_pass(tmp_path: Path) -> None:
+    checks = {c.name: c for c in run_checks(_editable_project(tmp_path, "repo"), tests=True)}
+    assert checks["imports"].label == "pass", checks["imports"].detail
+    assert "1 passed, 0 failed" in checks["imports"].detail
+    assert "no project module (mypkg) came from elsewhere" in checks["imports"].detail
+
+
+def test_a_package_the_jail_cannot_import_is_a_warning(tmp_path: Path) -> None:
+    """Installed from a clone the jail does not bind: nothing imports, nothing
+    passes, and the gate could not catch a regression (see test_editable)."""
+    checks = {c.name: c for c in run_checks(_editable_project(tmp_path, "other"), tests=True)}
+    imports = checks["imports"]
+    assert imports.label == "warn", imports.detail
+    assert "no test passes, so the gate cannot catch a regression" in imports.detail
+    assert "::tests.test_mypkg collection failure" in imports.detail
