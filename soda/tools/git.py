@@ -21,6 +21,8 @@ GIT_TIMEOUT_S = 60.0
 # Never page, never colour, no pathspec magic; GIT_OPTIONAL_LOCKS=0 stops `git diff` from refreshing
 # the index, which would take index.lock under a running orchestrator.
 GIT = ["git", "--no-pager", "--literal-pathspecs", "-c", "color.ui=never"]
+NO_PROGRAMS = ["--no-ext-diff", "--no-textconv"]
+"""For show and diff: never run a diff program a repository configured."""
 GIT_ENV = {"GIT_OPTIONAL_LOCKS": "0", "GIT_TERMINAL_PROMPT": "0"}
 
 NULLABLE_STRING = {"type": ["string", "null"]}
@@ -76,11 +78,15 @@ class _Git:
         return self._git(args, path) or "(no commits)"
 
     def show(self, rev: str) -> str:
-        return self._git(["show", "--stat", "--patch", "--end-of-options", _rev(rev)], None)
+        return self._git(
+            ["show", *NO_PROGRAMS, "--stat", "--patch", "--end-of-options", _rev(rev)], None
+        )
 
     def diff(self, rev_range: str | None, path: str | None) -> str:
         rev = "HEAD" if rev_range is None else _rev(rev_range)
-        return self._git(["diff", "--end-of-options", rev], path) or "(no differences)"
+        return (
+            self._git(["diff", *NO_PROGRAMS, "--end-of-options", rev], path) or "(no differences)"
+        )
 
     def _git(self, args: list[str], path: str | None) -> str:
         paths = [] if path is None else ["--", self._pathspec(path)]
