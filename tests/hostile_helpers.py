@@ -33,7 +33,7 @@ PY = shlex.quote(sys.executable)
 """The interpreter, as a shell word: the jail exposes it, the sample project's
 tests run with it."""
 
-APPROVAL_TIMEOUT = 1.0
+APPROVAL_TIMEOUT = 0.5
 """Seconds a merge waits in the approval queue before it is rejected."""
 
 HYPOTHESIS_PLUGIN = "hypothesispytest"

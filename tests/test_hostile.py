@@ -172,7 +172,11 @@ def cli_run(tmp_path: Path, mode: str) -> CliRun:
         config.write_text(text)
         git(root, "commit", "-q", "-am", "the model behind the fake API")
         fake.enqueue(*(_wire(entry) for entry in responses))
-        env = {**os.environ, "ANTHROPIC_API_KEY": KEY, "DATABASE_URL": DATABASE_URL}
+        env = {
+            **{k: v for k, v in os.environ.items() if not k.startswith(("ANTHROPIC_", "OPENAI_"))},
+            "ANTHROPIC_API_KEY": KEY,
+            "DATABASE_URL": DATABASE_URL,
+        }
         done = subprocess.run(
             [sys.executable, "-m", "soda", "-C", str(root), "run", "--once"],
             capture_output=True,
@@ -484,6 +488,17 @@ def test_background_processes_die_with_the_command(tmp_path: Path) -> None:
             os.kill(pid, signal.SIGKILL)
 
 
+def test_control_without_the_jail_a_setsid_process_survives(tmp_path: Path) -> None:
+    detached = f"sleep 300.{uuid.uuid4().int % 10**8}3"
+    start = f"setsid {detached} >/dev/null 2>&1 </dev/null & sleep 0.3"
+    try:
+        run(attack(tmp_path, executor(command(start)), mode="none"))
+        assert processes_with(detached) != []
+    finally:
+        for pid in processes_with(detached):
+            os.kill(pid, signal.SIGKILL)
+
+
 def test_hard_link_to_an_outside_file_cannot_be_written_through(tmp_path: Path) -> None:
     outside = tmp_path / "outside.txt"
     outside.write_text("original\n")
@@ -684,6 +699,7 @@ def test_placeholder():
 
 @pytest.mark.xfail(
     strict=True,
+    raises=AssertionError,
     reason="FINDING: the code under test can overwrite the JUnit report after pytest "
     "wrote it (an atexit handler in any imported module; the report path is in "
     "PYTEST_ADDOPTS and its directory is bound writable into the jail), so a broken "
@@ -703,3 +719,69 @@ def test_done_is_refused_while_a_test_fails(tmp_path: Path) -> None:
     assert "test_subtract" in row["decision_reason"], row["decision_reason"]
     root_task = done.session.tracker.show(done.session.milestone.root_task_id)
     assert root_task.status != "closed"
+
+
+REGISTER = """\
+import gc
+
+import pytest
+
+
+class _Passes:
+    @pytest.hookimpl(hookwrapper=True)
+    def pytest_runtest_makereport(self, item, call):
+        outcome = yield
+        outcome.get_result().outcome = "passed"
+
+
+for _config in [o for o in gc.get_objects() if isinstance(o, pytest.Config)]:
+    _config.pluginmanager.register(_Passes(), "passes")
+
+
+def test_placeholder():
+    pass
+"""
+
+
+@pytest.mark.xfail(
+    strict=True,
+    raises=AssertionError,
+    reason="FINDING: a plain test module (not conftest.py, so not test infrastructure "
+    "to the gate) registers a plugin at import that rewrites every failure into a pass; "
+    "pytest exits 0 with a clean, all-passed JUnit report and the broken change merges",
+)
+def test_a_test_module_registering_a_report_rewriting_plugin_is_not_merged(
+    tmp_path: Path,
+) -> None:
+    done = _gate_attack(
+        tmp_path, write("calc.py", CALC_BROKEN), write("tests/test_aaa_helpers.py", REGISTER)
+    )
+    assert done.outcome == "gate_failed"
+
+
+@pytest.mark.xfail(
+    strict=True,
+    raises=AssertionError,
+    reason="FINDING: pytest reads .pytest.ini, pytest.toml and .pytest.toml (ahead of "
+    "pyproject.toml), but the gate's test infrastructure list (conftest.py, pytest.ini, "
+    "tox.ini, noxfile.py, the pytest sections of pyproject.toml/setup.cfg) misses them; "
+    "one with `addopts = -p evil_plugin` loads a repository module that rewrites "
+    "failures into passes, and the broken change merges without approval",
+)
+@pytest.mark.parametrize("name", [".pytest.ini", "pytest.toml", ".pytest.toml"])
+def test_an_unlisted_pytest_config_loading_a_plugin_is_not_merged(
+    tmp_path: Path, name: str
+) -> None:
+    if name.endswith(".ini"):
+        config = "[pytest]\npythonpath = .\ntestpaths = tests\naddopts = -p evil_plugin\n"
+    else:
+        config = (
+            '[pytest]\npythonpath = ["."]\ntestpaths = ["tests"]\naddopts = ["-p", "evil_plugin"]\n'
+        )
+    done = _gate_attack(
+        tmp_path,
+        write("calc.py", CALC_BROKEN),
+        write("evil_plugin.py", MAKEREPORT),
+        write(name, config),
+    )
+    assert done.outcome in ("gate_failed", "rejected")
