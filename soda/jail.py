@@ -23,6 +23,7 @@ environment; the person chose it knowing the above is given up.
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import os
 import shlex
@@ -173,11 +174,18 @@ class Jail:
         if self.mode == "none":
             return run(argv, worktree, timeout, scrubbed_env(extra_env), output_limit)
         self.ensure_available()
-        with tempfile.TemporaryDirectory(prefix="soda-jail-") as runtime:
-            prefix = self._bwrap_argv(Path(worktree), Path(runtime), writable)
-            result = run(
-                [*prefix, *argv], worktree, timeout, self.environment(extra_env), output_limit
-            )
+        mount_points = self._bound_names(Path(worktree))
+        try:
+            with tempfile.TemporaryDirectory(prefix="soda-jail-") as runtime:
+                prefix = self._bwrap_argv(Path(worktree), Path(runtime), writable)
+                result = run(
+                    [*prefix, *argv], worktree, timeout, self.environment(extra_env), output_limit
+                )
+        finally:
+            # bwrap leaves the (empty) directories it mounted on in the worktree.
+            for name in mount_points:
+                with contextlib.suppress(OSError):
+                    (Path(worktree) / name).rmdir()
         shown = command if isinstance(command, str) else shlex.join(command)
         return CommandResult(
             shown, result.returncode, result.output, result.timed_out, result.duration_s
@@ -203,10 +211,8 @@ class Jail:
                 args += ["--ro-bind", str(path), str(path)]
         args += ["--bind", str(worktree), root]
         args += [*self._git_binds(worktree, runtime)]
-        for name in self.bind_ignored:
-            source = self.repo_root / name
-            if source.is_dir() and not (worktree / name).exists():
-                args += ["--ro-bind", str(source), f"{root}/{name}"]
+        for name in self._bound_names(worktree):
+            args += ["--ro-bind", str(self.repo_root / name), f"{root}/{name}"]
         for path in inside:
             args += ["--ro-bind", str(path), str(path)]
         for path in writable:
@@ -216,6 +222,21 @@ class Jail:
             args += ["--share-net"]
         args += ["--chdir", root, "--"]
         return args
+
+    def _bound_names(self, worktree: Path) -> list[str]:
+        """The ignored directories of the checkout to bind: present there, and not
+        content of the worktree itself (an empty directory is a left-over mount point)."""
+        names = []
+        for name in self.bind_ignored:
+            inside = worktree / name
+            if not (self.repo_root / name).is_dir():
+                continue
+            if inside.is_symlink() or inside.is_file():
+                continue
+            if inside.is_dir() and any(inside.iterdir()):
+                continue
+            names.append(name)
+        return names
 
     def _git_binds(self, worktree: Path, runtime: Path) -> list[str]:
         """The worktree's `.git` file names its git directory by a path the jail

@@ -106,7 +106,6 @@ def test_git_reads_work_and_writes_fail(setup: Setup) -> None:
 
 def test_the_ignored_venv_is_visible_read_only(setup: Setup) -> None:
     jail = setup.jail()
-    # One command: later runs in this worktree do not see the venv (the xfail below).
     _, output = run(
         jail,
         setup,
@@ -120,13 +119,6 @@ def test_the_ignored_venv_is_visible_read_only(setup: Setup) -> None:
     assert (setup.root / ".venv" / "marker.txt").read_text() == "the person's venv\n"
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="bwrap creates the mount point <worktree>/.venv (an empty directory) on the "
-    "first run; Jail._bwrap_argv then sees it exists and stops binding the person's "
-    ".venv, so every later command in the same worktree (the executor's) has none. "
-    "The gate is unaffected: Checkouts.view runs git clean -ffdx before each test run.",
-)
 def test_the_ignored_venv_stays_visible_on_every_run(setup: Setup) -> None:
     jail = setup.jail()
     for _ in range(2):
