@@ -9,9 +9,10 @@ import re
 from dataclasses import dataclass
 from pathlib import Path
 
-from git import Repo
+from git import Git, Repo
 from sqlite_utils import Database
 
+from soda.act.workspace import branch_head
 from soda.config import Config
 from soda.contracts import (
     BudgetStatus,
@@ -66,25 +67,39 @@ def sense(inp: SenseInput) -> Claims:
 
 
 def code_claims(inp: SenseInput) -> CodeClaims:
-    git = Repo(inp.repo_path, search_parent_directories=True).git
-    span = f"{inp.base_commit}..{inp.milestone_branch}"
+    repo = Repo(inp.repo_path, search_parent_directories=True)
+    git = repo.git
+    # The head is read from the ref files (no git process), and every query below
+    # names it rather than the branch: one consistent snapshot of the milestone.
+    head = branch_head(repo, inp.milestone_branch)
+    span = f"{inp.base_commit}..{head}"
     log = git.log(span, f"-{MAX_COMMITS}", "--format=%H%x1f%s%x1f%an%x1f%aI")
     commits = [
         Commit(sha=sha[:10], subject=s, author=a, date=d)
         for sha, s, a, d in (line.split("\x1f") for line in log.splitlines() if line)
     ]
+    # Fewer than the cap: the log listed them all, no count needed.
+    total = len(commits) if len(commits) < MAX_COMMITS else int(git.rev_list("--count", span))
     files, diffstat = _diffstat(git.diff("--numstat", span))
-    status = git.status("--porcelain").splitlines()
     return CodeClaims(
         branch=inp.milestone_branch,
-        head=git.rev_parse(inp.milestone_branch),
+        head=head,
         base_commit=inp.base_commit,
-        uncommitted=[line[3:] for line in status[:MAX_UNCOMMITTED]],
+        uncommitted=_uncommitted(git),
         commits=commits,
-        commits_total=int(git.rev_list("--count", span)),
+        commits_total=total,
         files_changed=files[:MAX_FILES],
         diffstat=diffstat,
     )
+
+
+def _uncommitted(git: Git) -> list[str]:
+    """The first MAX_UNCOMMITTED entries of `git status` in the person's checkout,
+    tracked and untracked. Without optional locks: otherwise status may write the
+    refreshed index back, taking `index.lock` in a checkout soda must not touch
+    (a git command of the person's own would fail on it meanwhile)."""
+    status = git.execute(["git", "--no-optional-locks", "status", "--porcelain"])
+    return [line[3:] for line in str(status).splitlines()[:MAX_UNCOMMITTED]]
 
 
 def _diffstat(numstat: str) -> tuple[list[str], str]:

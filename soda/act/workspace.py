@@ -1,24 +1,37 @@
 """The iteration's workspace: a git worktree on a fresh branch from the milestone.
 
-The user's checkout is never touched: soda works in `state/worktrees/iter-N` on
-branch `soda-work/<milestone>/iter-N`, forked from the milestone branch, and
-moves the milestone branch only by writing a merge commit object and
-compare-and-swapping the ref (see `merge_into_milestone`). The worktree is
-removed in every case by `Workspace.remove`, which the caller runs in a `finally`.
+The user's checkout is never touched: soda works in a worktree under
+`state/worktrees/` (the pool's `work`, see `soda.act.checkouts`) on branch
+`soda-work/<milestone>/iter-N`, forked from the milestone branch, and moves the
+milestone branch only by writing a merge commit object and compare-and-swapping
+the ref (see `merge_into_milestone`).
+
+Every git process costs a fork of a large Python process, and an iteration
+asks the same questions several times, so the answers git has already given
+are kept: a branch's head is read from the ref files (`branch_head`), a commit's
+tree is remembered (`tree_of`), and a workspace knows its own head while only
+soda moves it.
 """
 
 from __future__ import annotations
 
 import contextlib
+import re
 import shutil
-from dataclasses import dataclass
+from collections import OrderedDict
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import git
 from git import Repo
+from git.refs.symbolic import SymbolicReference
 
 from soda.errors import GitError
 from soda.git import SODA_IDENTITY
+
+_SHA = re.compile(r"[0-9a-f]{40}")
+_TREES: OrderedDict[str, str] = OrderedDict()
+_TREES_KEPT = 256
 
 
 def _git(repo: Repo, *args: str) -> str:
@@ -26,6 +39,42 @@ def _git(repo: Repo, *args: str) -> str:
         return repo.git.execute(["git", *SODA_IDENTITY, *args])  # type: ignore[return-value]
     except git.GitCommandError as exc:
         raise GitError(f"git {' '.join(args)} failed: {exc.stderr.strip() or exc}") from exc
+
+
+def is_sha(name: str) -> bool:
+    """A full (SHA-1) object id, not a ref name or an abbreviation."""
+    return bool(_SHA.fullmatch(name))
+
+
+def branch_head(repo: Repo, branch: str) -> str:
+    """The commit `branch` points at. Read from the ref files (loose or packed)
+    without a git process; `git rev-parse` when they do not say (another ref
+    storage, a ref being rewritten): GitError if the branch does not exist."""
+    ref = f"refs/heads/{branch}"
+    with contextlib.suppress(Exception):  # any surprise: ask git instead
+        sha = SymbolicReference.dereference_recursive(repo, ref)
+        if is_sha(sha):
+            return sha
+    return _git(repo, "rev-parse", "--verify", "-q", f"{ref}^{{commit}}")
+
+
+def tree_of(repo: Repo, commit: str) -> str:
+    """The tree id of `commit`. Remembered per commit id (a commit's tree never
+    changes), so a commit soda made or tested costs no further git process."""
+    tree = _TREES.get(commit)
+    if tree is None:
+        tree = _git(repo, "rev-parse", f"{commit}^{{tree}}")
+        _remember_tree(commit, tree)
+    return tree
+
+
+def _remember_tree(commit: str, tree: str) -> None:
+    if not is_sha(commit):
+        return
+    _TREES[commit] = tree
+    _TREES.move_to_end(commit)
+    while len(_TREES) > _TREES_KEPT:
+        _TREES.popitem(last=False)
 
 
 @dataclass
@@ -36,41 +85,62 @@ class Workspace:
     milestone_branch: str
     fork_point: str
     """Milestone head the branch was created from."""
-
-    @property
-    def worktree(self) -> Repo:
-        return Repo(self.path)
+    known_head: str | None = None
+    """The branch's head when soda knows it (it made it); None: ask git."""
+    milestone_head: str | None = field(default=None, init=False)
+    """The milestone head `catch_up` last merged (what `prepare_merge` merges against)."""
 
     def head(self) -> str:
-        return _git(self.worktree, "rev-parse", "HEAD")
+        """The work branch's head: known without git while only soda moves it
+        (creation, `commit_all`, `reset_to`), read from git otherwise."""
+        if self.known_head is None:
+            head, tree = self._in("rev-parse", "HEAD", "HEAD^{tree}").split()
+            _remember_tree(head, tree)
+            self.known_head = head
+        return self.known_head
 
     def commit_all(self, message: str) -> str | None:
         """Commit everything in the worktree; None when there was nothing to commit."""
-        tree = self.worktree
-        _git(tree, "add", "-A")
-        if not _git(tree, "status", "--porcelain"):
+        self._in("add", "-A")
+        try:
+            self._in("commit", "-q", "--no-verify", "-m", message)
+        except GitError:
+            # `git commit` fails when nothing is staged: that is the only failure
+            # that means "nothing to commit". The head is read again afterwards:
+            # an agent working unconfined (sandbox.mode = "none") may have moved it.
+            self.known_head = None
+            if self._staged():
+                raise
             return None
-        _git(tree, "commit", "-q", "--no-verify", "-m", message)
+        self.known_head = None
         return self.head()
+
+    def _staged(self) -> bool:
+        try:
+            self._in("diff", "--cached", "--quiet", "HEAD", "--")
+        except GitError:
+            return True
+        return False
 
     def reset_to(self, commit: str) -> None:
         """Throw away everything since `commit` (a task that gave up)."""
-        tree = self.worktree
-        _git(tree, "reset", "-q", "--hard", commit)
-        _git(tree, "clean", "-q", "-fd")
+        self._in("reset", "-q", "--hard", commit)
+        self._in("clean", "-q", "-fd")
+        self.known_head = commit if is_sha(commit) else None
 
     def catch_up(self) -> bool:
         """Merge milestone changes made since the fork into the work branch, so the
         final test run sees what will land. False on a conflict (merge aborted)."""
-        current = _git(self.repo, "rev-parse", self.milestone_branch)
+        current = branch_head(self.repo, self.milestone_branch)
+        self.milestone_head = current
         if current == self.fork_point:
             return True
+        self.known_head = None
         try:
-            self.worktree.git.execute(
-                ["git", *SODA_IDENTITY, "merge", "--no-edit", "-q", self.milestone_branch]
-            )
-        except git.GitCommandError:
-            _git(self.worktree, "merge", "--abort")
+            message = f"Merge {self.milestone_branch} ({current[:10]}) into {self.branch}"
+            self._in("merge", "--no-edit", "-q", "-m", message, current)
+        except GitError:
+            self._in("merge", "--abort")
             return False
         return True
 
@@ -80,8 +150,12 @@ class Workspace:
             self.repo.git.worktree("remove", "--force", str(self.path))
         except git.GitCommandError:
             shutil.rmtree(self.path, ignore_errors=True)
-        with contextlib.suppress(git.GitCommandError):
-            self.repo.git.worktree("prune")
+            with contextlib.suppress(git.GitCommandError):
+                self.repo.git.worktree("prune")
+
+    def _in(self, *args: str) -> str:
+        """git in the worktree (with soda's options)."""
+        return _git(self.repo, "-C", str(self.path), *args)
 
 
 def create_workspace(repo: Repo, worktrees: Path, milestone_branch: str, name: str) -> Workspace:
@@ -91,10 +165,10 @@ def create_workspace(repo: Repo, worktrees: Path, milestone_branch: str, name: s
     branch = f"soda-work/{milestone}/{name}"
     path = worktrees / name
     remove_stale(repo, path, branch)
-    fork_point = _git(repo, "rev-parse", milestone_branch)
+    fork_point = branch_head(repo, milestone_branch)
     worktrees.mkdir(parents=True, exist_ok=True)
     _git(repo, "worktree", "add", "-q", "-b", branch, str(path), fork_point)
-    return Workspace(repo, path, branch, milestone_branch, fork_point)
+    return Workspace(repo, path, branch, milestone_branch, fork_point, known_head=fork_point)
 
 
 def remove_stale(repo: Repo, path: Path, branch: str | None = None) -> None:
@@ -117,27 +191,38 @@ def prepare_merge(ws: Workspace, message: str) -> tuple[str, str]:
     """The merge commit object, without a checkout or a ref move: the work tree
     (which already contains the milestone head, see catch_up) with both heads as
     parents. Returns (merge commit, milestone head it was made against); the gate
-    tests exactly this commit before `land` moves the branch to it."""
+    tests exactly this commit before `land` moves the branch to it.
+
+    The milestone head is the one `catch_up` merged: should the branch have moved
+    since, `land`'s compare-and-swap refuses the merge."""
     repo = ws.repo
-    milestone_head = _git(repo, "rev-parse", ws.milestone_branch)
+    milestone_head = ws.milestone_head or branch_head(repo, ws.milestone_branch)
     work_head = ws.head()
-    if _git(repo, "merge-base", milestone_head, work_head) != milestone_head:
-        raise GitError(f"{ws.branch} does not contain {ws.milestone_branch}; refusing to merge")
-    tree = _git(repo, "rev-parse", f"{work_head}^{{tree}}")
+    try:
+        _git(repo, "merge-base", "--is-ancestor", milestone_head, work_head)
+    except GitError:
+        raise GitError(
+            f"{ws.branch} does not contain {ws.milestone_branch}; refusing to merge"
+        ) from None
+    tree = tree_of(repo, work_head)
     commit = _git(repo, "commit-tree", tree, "-p", milestone_head, "-p", work_head, "-m", message)
+    _remember_tree(commit, tree)
     return commit, milestone_head
 
 
 def land(repo: Repo, branch: str, commit: str, expected: str) -> None:
     """Move `branch` to `commit` only if it still points at `expected`
     (compare-and-swap); GitError, nothing moved, if it does not."""
-    current = _git(repo, "rev-parse", branch)
-    if current != expected:
+    try:
+        _git(repo, "update-ref", f"refs/heads/{branch}", commit, expected)
+    except GitError:
+        current = branch_head(repo, branch)
+        if current == expected:
+            raise  # refused for another reason: git's message says which
         raise GitError(
             f"{branch} moved from {expected[:10]} to {current[:10]} while the change was "
             "tested; not merged"
-        )
-    _git(repo, "update-ref", f"refs/heads/{branch}", commit, expected)
+        ) from None
 
 
 def delete_branch(repo: Repo, branch: str) -> None:
