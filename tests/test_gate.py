@@ -9,7 +9,7 @@ import pytest
 from git import Repo
 
 from soda.act.gate import gate, infrastructure_changes, own_modules
-from soda.act.tests import TestReport, _parse_junit
+from soda.act.tests import JUnit, TestReport, _parse_junit
 from tests.conftest import git
 
 
@@ -69,9 +69,11 @@ def test_junit_parsing_keeps_failure_excerpts_and_rejects_garbage(tmp_path: Path
         '</testcase><testcase classname="t" name="sk"><skipped/></testcase>'
         "</testsuite></testsuites>"
     )
-    passed, failed, skipped, failures = _parse_junit(xml)  # type: ignore[misc]
-    assert (passed, failed, skipped) == ({"t::ok"}, {"t::bad"}, {"t::sk"})
-    assert failures == {"t::bad": "assert 1 == 2"}
+    parsed = _parse_junit(xml)
+    assert isinstance(parsed, JUnit)
+    assert (parsed.passed, parsed.failed, parsed.skipped) == ({"t::ok"}, {"t::bad"}, {"t::sk"})
+    assert parsed.excerpts == {"t::bad": "assert 1 == 2\nlong"}
+    assert "suite name is wrong" in _parse_junit(xml, nonce="soda-1234")  # type: ignore[operator]
     xml.write_text("")
     assert "empty" in _parse_junit(xml)  # type: ignore[operator]
     xml.write_text("<html>")
@@ -111,7 +113,10 @@ def test_infrastructure_changes_name_the_files(repo: Path) -> None:
             "pyproject.toml": '[project]\nname = "p2"\n'
             '[tool.pytest.ini_options]\naddopts = "-q -p no:junitxml"\n',
             "tests/conftest.py": "",
+            "pytest.toml": "",
             "pytest.py": "",
+            "tests/test_x.py": "import atexit\n",
+            "notes.md": "junit and atexit, in prose\n",
             "soda.toml": "",
             "docs/notes.md": "",
         },
@@ -120,8 +125,11 @@ def test_infrastructure_changes_name_the_files(repo: Path) -> None:
     assert set(found) == {
         "pyproject.toml (test runner section)",
         "tests/conftest.py",
+        "pytest.toml",
         "pytest.py",
         "soda.toml",
+        "tests/test_x.py (mentions atexit)",
+        "pyproject.toml (mentions junit)",
     }
 
 

@@ -30,8 +30,44 @@ from soda.act.tests import TestReport
 
 SHOWN = 5
 
-TEST_CONFIG_FILES = frozenset({"conftest.py", "pytest.ini", "tox.ini", "noxfile.py"})
+TEST_CONFIG_FILES = frozenset(
+    {
+        "conftest.py",
+        "pytest.ini",
+        ".pytest.ini",
+        "pytest.toml",
+        ".pytest.toml",
+        "tox.ini",
+        "noxfile.py",
+    }
+)
 """Files whose change can rewrite what the test runner reports."""
+
+REPORT_TOKENS = (
+    "PYTEST_ADDOPTS",
+    "junit",
+    "_pytest",
+    "pluggy",
+    "pluginmanager",
+    "pytest_plugins",
+    "pytest_runtest_",
+    "pytest_sessionfinish",
+    "pytest_sessionstart",
+    "pytest_unconfigure",
+    "pytest_configure",
+    "pytest_collection",
+    "pytest_report",
+    "pytest_terminal",
+    "pytest_load_initial",
+    "atexit",
+    "os._exit",
+    "SODA_",
+)
+"""Words in added lines that reach into the test runner or its report. The runner
+executes in one process with the code under test, so such code could rewrite
+results; a change that mentions them waits for a person."""
+
+CODE_SUFFIXES = frozenset({".py", ".pyi", ".pth", ".cfg", ".ini", ".toml"})
 
 SHADOWING_NAMES = frozenset(
     {
@@ -148,6 +184,7 @@ def infrastructure_changes(repo: Repo, old: str, new: str, protected: list[str])
         if (
             pure.name in TEST_CONFIG_FILES
             or top in SHADOWING_NAMES
+            or pure.suffix == ".pth"
             or any(fnmatch.fnmatch(path, pattern) for pattern in protected)
         ):
             hits.append(path)
@@ -155,7 +192,25 @@ def infrastructure_changes(repo: Repo, old: str, new: str, protected: list[str])
             repo, old, path
         ) != _test_sections(repo, new, path):
             hits.append(f"{path} (test runner section)")
-    return tuple(hits)
+    hits += _report_tampering(repo, old, new)
+    return tuple(dict.fromkeys(hits))
+
+
+def _report_tampering(repo: Repo, old: str, new: str) -> list[str]:
+    """Changed files whose added lines mention the runner's or the report's machinery."""
+    diff = repo.git.diff("-U0", "--no-renames", "--no-ext-diff", "--no-textconv", old, new)
+    hits: dict[str, set[str]] = {}
+    path = ""
+    for line in diff.splitlines():
+        if line.startswith("+++ "):
+            path = line[6:] if line.startswith("+++ b/") else ""
+            if PurePosixPath(path).suffix not in CODE_SUFFIXES:
+                path = ""  # prose may mention these words; only code can act on them
+        elif line.startswith("+") and path:
+            found = {token for token in REPORT_TOKENS if token in line}
+            if found:
+                hits.setdefault(path, set()).update(found)
+    return [f"{path} (mentions {', '.join(sorted(words))})" for path, words in hits.items()]
 
 
 def _test_sections(repo: Repo, commit: str, path: str) -> object:

@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import os
 import re
+import secrets
 import tempfile
 import xml.etree.ElementTree as ET
 from dataclasses import asdict, dataclass, field
@@ -132,11 +133,14 @@ def run_tests(
     with tempfile.TemporaryDirectory(prefix="soda-tests-") as tmp:
         reports = Path(tmp)
         env: dict[str, str] = {}
+        nonce = None
         if kind == "pytest":
             (reports / "soda_probe.py").write_text(PROBE, encoding="utf-8")
+            # The suite name is a nonce: a report forged without reading it is refused.
+            nonce = f"soda-{secrets.token_hex(8)}"
             env = {
                 "PYTEST_ADDOPTS": f"--junit-xml={reports / 'report.xml'} -p no:cacheprovider "
-                "-p soda_probe",
+                f"-p soda_probe -o junit_suite_name={nonce}",
                 "PYTHONPATH": str(reports),
                 "SODA_PROBE_OUT": str(reports / "modules.tsv"),
                 "PYTHONDONTWRITEBYTECODE": "1",
@@ -160,16 +164,28 @@ def run_tests(
             extra_env=env,
             writable=[reports],
         )
-        parsed = _parse_junit(xml_path) if kind != "exit-code" else None
+        parsed = _parse_junit(xml_path, nonce) if kind != "exit-code" else None
         foreign = (
             _foreign_imports(reports / "modules.tsv", root, own_modules) if kind == "pytest" else ()
         )
+    if isinstance(parsed, JUnit) and kind == "pytest":
+        parsed = _consistent(parsed, result.returncode)
     if parsed is None or isinstance(parsed, str):
         problem = None if parsed is None else f"no per-test report: {parsed}"
         return TestReport(
             result.returncode, result.timed_out, output=result.output, problem=problem
         )
-    passed, failed, skipped, failures = parsed
+    passed, failed, skipped, failures = (
+        parsed.passed,
+        parsed.failed,
+        parsed.skipped,
+        parsed.excerpts,
+    )
+    unimportable = tuple(
+        f"{name} (the tests cannot import it: No module named {name!r})"
+        for name in sorted(parsed.missing_modules & own_modules)
+    )
+    foreign = foreign + unimportable
     return TestReport(
         returncode=result.returncode,
         timed_out=result.timed_out,
@@ -187,10 +203,24 @@ MAX_FAILURE_LINES = 5
 MAX_FAILURES_KEPT = 20
 
 
-def _parse_junit(
-    path: Path,
-) -> tuple[frozenset[str], frozenset[str], frozenset[str], dict[str, str]] | str:
-    """Per-test results from a JUnit XML file, or a string saying what is wrong."""
+@dataclass(frozen=True)
+class JUnit:
+    passed: frozenset[str]
+    failed: frozenset[str]
+    skipped: frozenset[str]
+    excerpts: dict[str, str]
+    """First lines of each failure (bounded)."""
+    missing_modules: frozenset[str]
+    """Modules a failure says could not be imported (No module named 'x')."""
+
+
+_NO_MODULE = re.compile(r"No module named '([A-Za-z0-9_]+)")
+
+
+def _parse_junit(path: Path, nonce: str | None = None) -> JUnit | str:
+    """Per-test results from a JUnit XML file, or a string saying what is wrong.
+    With `nonce`, the report must carry it as its suite name (proof that pytest
+    wrote it in this run, not code under test)."""
     if not path.is_file():
         return f"{path.name} was not written (the run crashed, or the report was switched off)"
     if path.stat().st_size == 0:
@@ -201,24 +231,51 @@ def _parse_junit(
         return f"{path.name} is not valid XML ({exc})"
     if root.tag not in ("testsuites", "testsuite"):
         return f"{path.name} is not a JUnit report (root element <{root.tag}>)"
+    if nonce is not None:
+        names = {suite.get("name") for suite in root.iter("testsuite")}
+        if names != {nonce}:
+            return f"{path.name} was not written by this test run (its suite name is wrong)"
     passed: set[str] = set()
     failed: set[str] = set()
     skipped: set[str] = set()
     failures: dict[str, str] = {}
+    missing: set[str] = set()
     for case in root.iter("testcase"):
         name = f"{case.get('classname', '')}::{case.get('name', '')}"
         outcomes = {child.tag: child for child in case}
         bad = outcomes.get("failure", outcomes.get("error"))
         if bad is not None:
             failed.add(name)
+            text = f"{bad.get('message') or ''}\n{bad.text or ''}".strip()
+            missing.update(_NO_MODULE.findall(text))
             if len(failures) < MAX_FAILURES_KEPT:
-                text = bad.get("message") or bad.text or ""
-                failures[name] = "\n".join(text.strip().splitlines()[:MAX_FAILURE_LINES])[:500]
+                failures[name] = "\n".join(text.splitlines()[:MAX_FAILURE_LINES])[:500]
         elif "skipped" in outcomes:
             skipped.add(name)
         else:
             passed.add(name)
-    return frozenset(passed), frozenset(failed - passed), frozenset(skipped), failures
+    return JUnit(
+        frozenset(passed),
+        frozenset(failed - passed),
+        frozenset(skipped),
+        failures,
+        frozenset(missing),
+    )
+
+
+def _consistent(report: JUnit, returncode: int | None) -> JUnit | str:
+    """pytest's exit code must agree with its report: 1 (some failed) and 2
+    (collection errors, reported as errors) need a failure in the report; codes
+    other than 0, 1, 2 and 5 (nothing collected) are errors of the run. A report
+    that claims less failure than the exit code is not trusted."""
+    if returncode in (1, 2) and not report.failed:
+        return (
+            f"pytest exited {returncode} but its report shows no failure; "
+            "the report cannot be trusted"
+        )
+    if returncode not in (0, 1, 2, 5, None):
+        return f"pytest exited {returncode} (internal or usage error)"
+    return report
 
 
 def _foreign_imports(path: Path, root: Path, own: frozenset[str]) -> tuple[str, ...]:
