@@ -165,16 +165,24 @@ def subcommand(line: str) -> str:
     return "?"
 
 
-def floor(repo: Path, commit: str, runs: int, tmp: Path) -> list[float]:
-    """Seconds for plain `git worktree add` of one full checkout of `commit`."""
-    times = []
+def cpu() -> float:
+    """CPU seconds used so far by this process and its waited-for children (git,
+    the jail, the tests): less sensitive than wall time to a busy machine."""
+    t = os.times()
+    return t.user + t.system + t.children_user + t.children_system
+
+
+def floor(repo: Path, commit: str, runs: int, tmp: Path) -> tuple[list[float], list[float]]:
+    """Wall and CPU seconds of plain `git worktree add`: one full checkout of `commit`."""
+    times, cpus = [], []
     for n in range(runs):
         path = tmp / f"floor-{n}"
-        t0 = time.perf_counter()
+        c0, t0 = cpu(), time.perf_counter()
         git(repo, "worktree", "add", "-q", "--detach", str(path), commit)
         times.append(time.perf_counter() - t0)
+        cpus.append(cpu() - c0)
         git(repo, "worktree", "remove", "--force", str(path))
-    return times
+    return times, cpus
 
 
 def prepare(source: Path, target: Path, iterations: int, sandbox: str) -> str:
@@ -225,9 +233,12 @@ def main() -> int:
             f"repository: {args.repo} ({files:,} files, {int(commits):,} commits, "
             f"branch {branch}); setup {time.perf_counter() - t0:.1f}s"
         )
-        floors = floor(target, commit, args.floor_runs, tmp)
-        floor_s = statistics.median(floors)
-        print(f"floor: git worktree add, median {floor_s:.2f}s of {fmt(floors)}")
+        floors, floor_cpus = floor(target, commit, args.floor_runs, tmp)
+        floor_s, floor_cpu = statistics.median(floors), statistics.median(floor_cpus)
+        print(
+            f"floor: git worktree add, median {floor_s:.2f}s of {fmt(floors)} "
+            f"(cpu {floor_cpu:.2f}s)"
+        )
 
         log = tmp / "git-calls.log"
         log.touch()
@@ -243,15 +254,17 @@ def main() -> int:
         open_calls = len(calls())
         print(f"Session.open: {opened:.2f}s, {open_calls} git processes")
         times: list[float] = []
+        cpus: list[float] = []
         counts: list[int] = []
         per_iteration: list[list[str]] = []
         lines: list[str] = []
         try:
             for _ in range(args.iterations):
                 before = len(calls())
-                t0 = time.perf_counter()
+                c0, t0 = cpu(), time.perf_counter()
                 result = run_iteration(session, lines.append)
                 times.append(time.perf_counter() - t0)
+                cpus.append(cpu() - c0)
                 logged = calls()[before:]
                 counts.append(len(logged))
                 per_iteration.append(logged)
@@ -274,8 +287,8 @@ def main() -> int:
             return 1
         print(f"finish_run (pool removed): {closed:.2f}s, {close_calls} git processes")
 
-        for n, (seconds, count) in enumerate(zip(times, counts, strict=True), 1):
-            print(f"iteration {n}: {seconds:.2f}s, {count} git processes")
+        for n, (seconds, used, count) in enumerate(zip(times, cpus, counts, strict=True), 1):
+            print(f"iteration {n}: {seconds:.2f}s (cpu {used:.2f}s), {count} git processes")
         if args.calls:
             for n, logged in enumerate(per_iteration, 1):
                 print(f"-- iteration {n} git calls:")
@@ -285,12 +298,16 @@ def main() -> int:
         median = statistics.median(steady)
         ratio = median / floor_s
         print()
-        print(f"first iteration (creates the pool): {times[0]:.2f}s, {counts[0]} git processes")
         print(
-            f"per iteration (median of iterations 2..{args.iterations}): {median:.2f}s, "
+            f"first iteration (creates the pool): {times[0]:.2f}s (cpu {cpus[0]:.2f}s), "
+            f"{counts[0]} git processes"
+        )
+        print(
+            f"per iteration (median of iterations 2..{args.iterations}): {median:.2f}s "
+            f"(cpu {statistics.median(cpus[1:] or cpus):.2f}s), "
             f"{statistics.median(counts[1:] or counts):.0f} git processes"
         )
-        print(f"floor (one full checkout): {floor_s:.2f}s")
+        print(f"floor (one full checkout): {floor_s:.2f}s (cpu {floor_cpu:.2f}s)")
         verdict = "ok" if ratio <= GOAL else "over"
         print(f"ratio: {ratio:.2f}x (goal <= {GOAL}x: {verdict})")
         by_kind = collections.Counter(
