@@ -147,8 +147,9 @@ def _imports(config: Config) -> str:
     where = f"{base} ({commit[:8]})"
     if report.foreign_imports:
         raise SodaError(
-            f"the tests on {where} imported {', '.join(report.foreign_imports[:3])}: not the "
-            "checkout's code, so the gate will refuse every change. Install the project "
+            f"the tests on {where} did not run the checkout's code "
+            f"({'; '.join(report.foreign_imports[:3])}), so the gate will refuse every "
+            "change. Install the project "
             "editable from this repository: pip install -e . (into .venv here, or the "
             "environment of the test command)"
         )

@@ -169,11 +169,23 @@ def test_imports_from_the_repository_pass(tmp_path: Path) -> None:
     assert "no project module (mypkg) came from elsewhere" in checks["imports"].detail
 
 
-def test_a_package_the_jail_cannot_import_is_a_warning(tmp_path: Path) -> None:
-    """Installed from a clone the jail does not bind: nothing imports, nothing
-    passes, and the gate could not catch a regression (see test_editable)."""
+def test_a_package_the_jail_cannot_import_fails_naming_it(tmp_path: Path) -> None:
+    """Installed from a clone the jail does not bind: nothing imports mypkg and
+    nothing passes (see test_editable). The doctor fails, naming the module."""
     checks = {c.name: c for c in run_checks(_editable_project(tmp_path, "other"), tests=True)}
     imports = checks["imports"]
+    assert imports.label == "FAIL", imports.detail
+    assert "mypkg (the tests cannot import it" in imports.detail
+    assert "gate will refuse every change" in imports.detail
+    assert "pip install -e ." in imports.detail
+
+
+def test_no_passing_test_on_the_base_branch_is_a_warning(tmp_path: Path) -> None:
+    root = _editable_project(tmp_path, "repo")
+    (root / "src" / "mypkg" / "__init__.py").write_text("def add(a, b):\n    return 0\n")
+    git(root, "commit", "-q", "-am", "break add on main")
+    imports = {c.name: c for c in run_checks(root, tests=True)}["imports"]
     assert imports.label == "warn", imports.detail
+    assert "0 passed, 1 failed" in imports.detail
     assert "no test passes, so the gate cannot catch a regression" in imports.detail
-    assert "::tests.test_mypkg collection failure" in imports.detail
+    assert "first failure: tests.test_mypkg::test_add" in imports.detail
