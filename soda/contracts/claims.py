@@ -1,0 +1,121 @@
+"""SENSE's output: what git, Trace, the project record and the inbox claim.
+
+`Claims` (contract `claims`) is gathered at the start of every iteration and is
+unverified until ORIENT's verifier checks it against the code.
+"""
+
+from __future__ import annotations
+
+from soda.contracts.base import Contract
+
+
+class Commit(Contract):
+    sha: str
+    subject: str
+    author: str
+    date: str
+
+
+class CodeClaims(Contract):
+    branch: str
+    """Milestone branch soda works on."""
+    head: str
+    """Commit at the tip of the milestone branch."""
+    base_commit: str
+    """Commit the milestone started from."""
+    uncommitted: list[str]
+    """Paths with uncommitted changes in the user's checkout (capped)."""
+    commits: list[Commit]
+    """Commits since the milestone base, newest first (capped)."""
+    commits_total: int
+    """How many commits there are since the base, capped list or not."""
+    files_changed: list[str]
+    """Files changed since the base (capped)."""
+    diffstat: str
+    """`git diff --stat` since the base (capped)."""
+
+
+class TaskBrief(Contract):
+    id: int
+    title: str
+    status: str
+    reason: str | None
+    """Why it is blocked or closed, when it is."""
+    parent_id: int | None
+
+
+class CommentBrief(Contract):
+    task_id: int
+    author: str
+    body: str
+    created_at: str
+
+
+class WorkClaims(Contract):
+    root: TaskBrief | None
+    """The milestone's root task (the spec)."""
+    open: list[TaskBrief]
+    in_progress: list[TaskBrief]
+    blocked: list[TaskBrief]
+    recently_closed: list[TaskBrief]
+    comments: list[CommentBrief]
+    """Most recent comments, newest first."""
+
+
+class IterationBrief(Contract):
+    number: int
+    intent: str | None
+    decision: str | None
+    outcome: str | None
+    summary: str | None
+
+
+class LoopStatus(Contract):
+    detected: bool
+    """True when the same intent ended the same way too often in the window."""
+    detail: str
+    """Which intent repeated and how often."""
+
+
+class BudgetStatus(Contract):
+    cost_usd: float
+    """Spent in this run so far."""
+    max_cost_usd: float
+    tokens_this_iteration: int
+    max_tokens_per_iteration: int
+
+
+class ProjectClaims(Contract):
+    iteration: int
+    """Number of the iteration being planned."""
+    max_iterations: int
+    recent: list[IterationBrief]
+    """Most recent iterations, newest first."""
+    loop: LoopStatus
+    budget: BudgetStatus
+    learnings: list[str]
+    """Active learnings, newest first (capped)."""
+
+
+class HumanItem(Contract):
+    id: int
+    kind: str
+    text: str
+    """The person's words, or a rendering of a structured input."""
+    received_at: str
+
+
+class HumanClaims(Contract):
+    pending: list[HumanItem]
+    """Unapplied inputs from the queue, oldest first."""
+    paused: bool
+    """A person asked soda to pause."""
+
+
+class Claims(Contract):
+    """What the systems say at the start of an iteration: unverified."""
+
+    code: CodeClaims
+    work: WorkClaims
+    project: ProjectClaims
+    human: HumanClaims
