@@ -9,10 +9,14 @@ from pathlib import Path
 
 import pytest
 
-from soda.approval import needs_approval, plan_risk
+from soda.config import ApprovalConfig, Config
 from soda.contracts import HumanInput, IterationPlan
-from soda.inbox import write_input
+from soda.events import Events
+from soda.human import HumanQueue
+from soda.human.approval import Verdict, await_approval, needs_approval, plan_risk
+from soda.human.write import write_input
 from soda.loop import Ending
+from soda.store.db import open_db
 from tests.test_loop import DEMO_SCRIPT, project, run
 
 
@@ -78,3 +82,49 @@ def test_unanswered_plan_times_out(tmp_path: Path, timeout: int) -> None:
     assert time.monotonic() - started < 30
     act = session.db.execute("SELECT act_json FROM iterations").fetchone()[0]
     assert "no approval within 1s" in act
+
+
+# --- await_approval on explicit inputs ----------------------------------------
+
+
+def wait(tmp_path: Path, timeout: float = 30.0, stop: bool = False) -> tuple[Verdict, list[str]]:
+    state = tmp_path / "state"
+    db = open_db(state / "soda.db")
+    events = Events(db)
+    lines: list[str] = []
+    verdict = await_approval(
+        HumanQueue(state, db, events),
+        Config(approval=ApprovalConfig(timeout=timeout)),
+        events,
+        5,
+        "the merge needs a person: conftest.py changed",
+        lines.append,
+        lambda: stop,
+        poll_seconds=0.01,
+    )
+    return verdict, lines
+
+
+def test_await_approval_takes_the_answer_from_the_queue(tmp_path: Path) -> None:
+    write_input(tmp_path / "state", HumanInput(kind="approve", target=4))
+    write_input(tmp_path / "state", HumanInput(kind="approve", target=5, text="fine"))
+
+    verdict, lines = wait(tmp_path)
+
+    assert verdict == Verdict(True, "approved by a person: fine")
+    assert lines == [
+        "approval: the merge needs a person: conftest.py changed; waiting for "
+        "`soda approve 5` or `soda reject 5` (up to 30s)"
+    ]
+    db = open_db(tmp_path / "state" / "soda.db")
+    assert db.execute(
+        "SELECT target, response FROM (SELECT json_extract(payload_json, '$.target') AS target,"
+        " response FROM human_inputs) ORDER BY target"
+    ).fetchall() == [(4, None), (5, "merge approved")]
+
+
+def test_await_approval_gives_up_when_asked_to_stop_or_at_the_timeout(tmp_path: Path) -> None:
+    assert wait(tmp_path / "a", stop=True)[0] == Verdict(
+        False, "soda was asked to stop while waiting"
+    )
+    assert wait(tmp_path / "b", timeout=0.05)[0] == Verdict(False, "no approval within 0s")

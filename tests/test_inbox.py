@@ -11,21 +11,20 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from pydantic import ValidationError
 from sqlite_utils import Database
 
 from soda.contracts import HumanInput
 from soda.events import Events
-from soda.inbox import (
-    claim,
-    describe,
-    ingest,
-    mark_applied,
-    pending,
-    recover_claimed_files,
-    release_claims,
-    write_input,
-)
+from soda.human import ControlAction, HumanQueue, QueuedInput, Route
+from soda.human.files import ingest, recover_claimed_files
+from soda.human.parse import queued
+from soda.human.routing import ROUTES, contract_keys, route
+from soda.human.write import describe, write_input
+from soda.store import human_inputs
 from soda.store.db import open_db
+from soda.store.human_inputs import claim, mark_applied, release_claims
+from soda.trace import SqliteTracker
 
 
 @pytest.fixture
@@ -54,6 +53,10 @@ def drop(state: Path, name: str, content: str | bytes | dict[str, Any], age: flo
     stamp = time.time() - age
     os.utime(path, (stamp, stamp))
     return path
+
+
+def pending(db: Database) -> list[QueuedInput]:
+    return [queued(*row) for row in human_inputs.pending(db)]
 
 
 def rows(db: Database) -> list[dict[str, Any]]:
@@ -510,3 +513,152 @@ def test_soda_written_files_need_no_settling(tmp_path: Path) -> None:
     report = ingest(tmp_path, db, Events(db), settle_seconds=60)
     assert len(report.accepted) == 1
     assert report.skipped == ["notes.md"]
+
+
+# --- routing ----------------------------------------------------------------
+
+EXPECTED_ROUTES = {
+    ("correction", None): Route.ORIENT,
+    ("override", "prioritise"): Route.ORIENT,
+    ("override", "constraint"): Route.ORIENT,
+    ("override", "close"): Route.SENSE,
+    ("override", "reopen"): Route.SENSE,
+    ("override", "skip"): Route.SENSE,
+    ("spec_change", None): Route.SENSE,
+    ("approve", None): Route.VERDICT,
+    ("reject", None): Route.VERDICT,
+    ("pause", None): Route.CONTROL,
+    ("resume", None): Route.CONTROL,
+    ("stop", None): Route.CONTROL,
+    ("cancel", None): Route.CONTROL,
+}
+
+
+def test_every_kind_and_action_the_contract_admits_has_exactly_one_route() -> None:
+    assert contract_keys() == EXPECTED_ROUTES.keys() == ROUTES.keys()
+    assert dict(ROUTES) == EXPECTED_ROUTES
+
+
+@pytest.mark.parametrize(("kind", "action"), sorted(EXPECTED_ROUTES, key=str))
+def test_route_of_a_valid_input(kind: str, action: str | None) -> None:
+    fields: dict[str, Any] = {"kind": kind, "text": "words", "task_id": 4, "target": 2}
+    if action is not None:
+        fields["action"] = action
+    item = HumanInput.model_validate(fields)
+    assert route(item) is EXPECTED_ROUTES[(kind, action)]
+
+
+def test_action_matters_only_for_an_override() -> None:
+    item = HumanInput(kind="correction", text="close it", action="close", task_id=4)
+    assert route(item) is Route.ORIENT
+
+
+@pytest.mark.parametrize(
+    "fields", [{"kind": "nap"}, {"kind": "override", "task_id": 4}, {"kind": ""}]
+)
+def test_an_unroutable_input_is_impossible_by_contract(fields: dict[str, Any]) -> None:
+    with pytest.raises(ValidationError):
+        HumanInput.model_validate(fields)
+
+
+# --- HumanQueue -------------------------------------------------------------
+
+
+@pytest.fixture
+def human(state: Path, db: Database, events: Events) -> HumanQueue:
+    return HumanQueue(state, db, events)
+
+
+def test_take_cancel_takes_only_cancels_from_files_in_the_inbox(
+    state: Path, db: Database, human: HumanQueue
+) -> None:
+    drop(state, "hint.md", "use pathlib", age=20)
+    drop(state, "stop-it.json", {"kind": "cancel"}, age=10)
+
+    assert human.take_cancel(5) is True
+
+    cancel, hint = sorted(rows(db), key=lambda row: row["kind"])
+    assert (cancel["status"], cancel["applied_iteration"]) == ("applied", 5)
+    assert cancel["response"] == "cancelled the running plan"
+    assert hint["status"] == "pending"
+    assert emitted(db, "act.cancelled") == [{"input": cancel["id"]}]
+    assert human.take_cancel(6) is False
+
+
+def test_take_verdict_answers_only_its_own_iteration(
+    state: Path, db: Database, human: HumanQueue
+) -> None:
+    drop(state, "yes.json", {"kind": "approve", "target": 3}, age=20)
+    drop(state, "no.md", "---\nkind: reject\ntarget: 4\n---\ntoo risky\n", age=10)
+
+    assert human.take_verdict(9) is None
+    approved, reason = human.take_verdict(4) or (None, "")
+    assert approved is False and reason.endswith(" by a person: too risky")
+    assert human.take_verdict(4) is None
+    assert human.take_verdict(3, noun="merge") == (True, "approved by a person: approved")
+
+    responses = {row["kind"]: (row["applied_iteration"], row["response"]) for row in rows(db)}
+    assert responses == {"reject": (4, "plan rejected"), "approve": (3, "merge approved")}
+
+
+def test_take_verdict_reads_a_file_written_a_moment_ago(state: Path, human: HumanQueue) -> None:
+    drop(state, "approve.md", "---\nkind: approve\ntarget: 2\n---\n", age=0)
+    assert human.take_verdict(2) == (True, "approved by a person: approved")
+
+
+def test_take_control_while_idle(state: Path, db: Database, human: HumanQueue) -> None:
+    for age, kind in enumerate(["resume", "cancel", "pause"]):
+        drop(state, f"{kind}.json", {"kind": kind}, age=30 - age)
+    drop(state, "hint.md", "use pathlib")
+    human.ingest()
+
+    taken = human.take_control_while_idle(next_iteration=8)
+
+    assert taken == [
+        ControlAction("resume", "resumed"),
+        ControlAction("cancel", "no plan was running; nothing to cancel"),
+        ControlAction("pause", "paused: no iterations until resume"),
+    ]
+    assert [item.kind for item in human.pending()] == ["correction"]
+    assert {row["applied_iteration"] for row in rows(db) if row["kind"] != "correction"} == {8}
+    assert [event["kind"] for event in emitted(db, "control")] == ["resume", "cancel", "pause"]
+    assert human.paused()
+
+
+def test_apply_at_sense_and_what_orient_sees(
+    state: Path, db: Database, events: Events, human: HumanQueue
+) -> None:
+    tracker = SqliteTracker(db, "spec")
+    task = tracker.create("parse flags")
+    spec = state / "SPEC.md"
+    spec.write_text("# Spec\n")
+    inputs = [
+        {"kind": "spec_change", "text": "Also --json."},
+        {"kind": "override", "action": "close", "task_id": task.id, "text": "done by hand"},
+        {"kind": "override", "action": "reopen", "task_id": 9999},
+        {"kind": "override", "action": "constraint", "text": "no new deps"},
+        {"kind": "correction", "text": "use argparse"},
+        {"kind": "approve", "target": 1},
+        {"kind": "pause"},
+    ]
+    for age, item in enumerate(inputs):
+        drop(state, f"{age}.json", item, age=60 - age)
+    human.ingest()
+    learned: list[tuple[list[str], str, int | None]] = []
+
+    done = human.apply_at_sense(
+        tracker, spec, lambda texts, agent, it: learned.append((texts, agent, it)), 3
+    )
+
+    assert done == [
+        "spec amended in SPEC.md",
+        f"closed task #{task.id}",
+        "could not apply: no task 9999 in milestone spec",
+    ]
+    assert spec.read_text() == "# Spec\n\nAlso --json.\n"
+    assert tracker.show(task.id).status == "closed"
+    assert learned == [(["Constraint from a person: no new deps"], "human", None)]
+    assert [item.payload.text for item in human.for_orient()] == ["no new deps", "use argparse"]
+    assert len(emitted(db, "human.applied")) == 3
+    assert human.pending_count() == 4
+    assert human.paused()

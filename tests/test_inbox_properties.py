@@ -13,7 +13,7 @@ from hypothesis import strategies as st
 
 from soda.contracts import HumanKind
 from soda.events import Events
-from soda.inbox import ingest
+from soda.human.files import ingest
 from soda.store.db import open_db
 
 EXTENSIONS = [".json", ".md", ".txt", "", ".JSON", ".pdf", ".yaml"]

@@ -1,0 +1,185 @@
+"""A file's bytes -> a checked `HumanInput`, or a `Rejection` saying, for a
+person, what is wrong. Also the typed view of a stored row (`QueuedInput`).
+
+JSON files hold one `human_input` object; text files (`.md`, `.txt`, none) are
+a correction, with an optional `---` front matter setting other fields. Bad
+content is never an exception other than `Rejection`.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, get_args
+
+from soda.contracts import HumanInput, HumanKind, validate
+from soda.errors import StructuralError, Violation
+from soda.store.db import dumps
+
+MAX_BYTES = 256 * 1024
+KINDS: tuple[str, ...] = get_args(HumanKind)
+TEXT_SUFFIXES = frozenset({".txt", ".md", ""})
+INT_FIELDS = frozenset({"task_id", "target"})
+FRONT_MATTER_START = re.compile(r"---[ \t]*(?:\r?\n|\Z)")
+FRONT_MATTER = re.compile(
+    r"\A---[ \t]*\r?\n(?P<header>.*?)^---[ \t]*\r?$\n?", re.DOTALL | re.MULTILINE
+)
+
+
+class Rejection(Exception):
+    """A file's content is unusable; `problem` says why, for a person."""
+
+    def __init__(self, problem: str) -> None:
+        self.problem = problem
+        super().__init__(problem)
+
+
+@dataclass(frozen=True)
+class QueuedInput:
+    """One row of the human-input queue, with its payload checked and typed."""
+
+    id: int
+    kind: str
+    payload: HumanInput
+    received_at: str
+    source_file: str | None
+
+
+def queued(
+    row_id: int, kind: str, payload_json: str, received_at: str, source_file: str | None
+) -> QueuedInput:
+    """A stored row, typed; a payload that no longer checks is structural."""
+    try:
+        payload = HumanInput.model_validate_json(payload_json)
+    except ValueError as exc:
+        raise StructuralError(f"human_inputs row {row_id} holds an invalid payload") from exc
+    return QueuedInput(row_id, kind, payload, received_at, source_file)
+
+
+def read(path: Path) -> bytes:
+    try:
+        with path.open("rb") as fh:
+            raw = fh.read(MAX_BYTES + 1)
+    except OSError as exc:
+        raise Rejection(f"cannot be read: {exc.strerror}") from exc
+    if len(raw) > MAX_BYTES:
+        raise Rejection(f"too large: over {MAX_BYTES // 1024} KiB")
+    return raw
+
+
+def parse(name: str, raw: bytes) -> HumanInput:
+    """The checked input a file holds, or a `Rejection` saying what is wrong."""
+    try:
+        name.encode("utf-8")
+    except UnicodeEncodeError as exc:
+        raise Rejection("file name is not valid UTF-8; rename it") from exc
+    suffix = Path(name).suffix.lower()
+    if suffix != ".json" and suffix not in TEXT_SUFFIXES:
+        raise Rejection(f"unsupported extension {suffix!r}: use .json, .md, .txt or none")
+    try:
+        text = raw.decode("utf-8-sig")
+    except UnicodeDecodeError as exc:
+        raise Rejection(f"not UTF-8: invalid byte at offset {exc.start}") from exc
+    if not text.strip():
+        raise Rejection("file is empty")
+    data = _json_document(text) if suffix == ".json" else _text_document(text)
+    return _checked(data)
+
+
+def payload_json(item: HumanInput) -> str:
+    """The stored form of an input (`human_inputs.payload_json`)."""
+    payload = dumps(item.model_dump(mode="json", exclude_none=True))
+    try:
+        payload.encode("utf-8")
+    except UnicodeEncodeError as exc:
+        # JSON may spell a lone surrogate (\ud800), which no UTF-8 column can hold.
+        raise Rejection("text contains an unpaired surrogate escape (\\ud800-\\udfff)") from exc
+    return payload
+
+
+def _json_document(text: str) -> Any:
+    try:
+        return json.loads(text)
+    except json.JSONDecodeError as exc:
+        raise Rejection(
+            f"invalid JSON at line {exc.lineno}, column {exc.colno}: {exc.msg}"
+        ) from exc
+    except (ValueError, RecursionError) as exc:  # e.g. a 5000-digit number, deep nesting
+        raise Rejection(f"invalid JSON: {exc}") from exc
+
+
+def _text_document(text: str) -> dict[str, Any]:
+    """Plain text is a correction; an optional `---` front matter sets other fields."""
+    if not FRONT_MATTER_START.match(text):
+        return {"kind": "correction", "text": text.strip()}
+    match = FRONT_MATTER.match(text)
+    if match is None:
+        raise Rejection("front matter opened with '---' on line 1 is never closed")
+    data: dict[str, Any] = {"kind": "correction", **_front_matter(match["header"])}
+    body = text[match.end() :].strip()
+    if body:
+        if data.get("text"):
+            raise Rejection("text given both in the front matter and in the body")
+        data["text"] = body
+    elif data["kind"] in ("correction", "spec_change") and not data.get("text"):
+        raise Rejection(f"empty text: a {clip(data['kind'])} needs words below the header")
+    return data
+
+
+def _front_matter(header: str) -> dict[str, Any]:
+    fields: dict[str, Any] = {}
+    for number, line in enumerate(header.splitlines(), start=2):
+        if not line.strip() or line.lstrip().startswith("#"):
+            continue
+        key, sep, value = line.partition(":")
+        key = key.strip()
+        if not sep or not key:
+            raise Rejection(f"front matter line {number} is not 'key: value': {clip(line)!r}")
+        if key in fields:
+            raise Rejection(f"front matter line {number} repeats key {clip(key)!r}")
+        fields[key] = _scalar(key, value.strip())
+    return fields
+
+
+def _scalar(key: str, value: str) -> Any:
+    if len(value) >= 2 and value[0] == value[-1] and value[0] in "\"'":
+        value = value[1:-1]
+    if not value:
+        return None
+    # Bounded digits: int() refuses very long strings, and no task id is that long.
+    if key in INT_FIELDS and re.fullmatch(r"[+-]?\d{1,18}", value):
+        return int(value)
+    return value
+
+
+def _checked(data: Any) -> HumanInput:
+    if isinstance(data, dict):
+        if "kind" in data and data["kind"] not in KINDS:
+            raise Rejection(f"unknown kind {clip(data['kind'])!r}; known: {', '.join(KINDS)}")
+        text = data.get("text")
+        if isinstance(text, str) and not text.strip():
+            raise Rejection("text is empty")
+    try:
+        result = validate("human_input", data)
+    except RecursionError as exc:
+        raise Rejection("JSON is nested too deeply") from exc
+    if isinstance(result, Violation):
+        raise Rejection(f"human_input contract violated at {result.path}: {result.message}")
+    return result
+
+
+def clip(value: Any, limit: int = 60) -> str:
+    text = value if isinstance(value, str) else json.dumps(value, default=str)
+    return text if len(text) <= limit else text[:limit] + "..."
+
+
+def one_line(text: str, limit: int | None = None) -> str:
+    line = " ".join(text.split())
+    return line if limit is None or len(line) <= limit else line[: limit - 1] + "…"
+
+
+def display(name: str) -> str:
+    # File names may hold newlines or undecodable bytes; reasons and events must not.
+    return name if name.isprintable() else repr(name)

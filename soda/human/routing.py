@@ -1,0 +1,94 @@
+"""Where each human input goes: the one table that says so.
+
+Every input the `human_input` contract admits has exactly one route, chosen by
+its kind (and, for an override, its action):
+
+    SENSE    needs no judgment: applied before ORIENT looks, marked applied
+    ORIENT   shown to ORIENT as a human claim, claimed, marked read
+    VERDICT  answers a plan or merge that waits for a person's approval
+    CONTROL  acts on the loop: the daemon takes it while idle, ACT takes a
+             `cancel` while a plan runs
+
+The table is checked against the contract on import, so a new kind or action
+that nobody routes fails at once rather than waiting in the queue forever.
+"""
+
+from __future__ import annotations
+
+import enum
+from collections.abc import Iterable
+from typing import get_args
+
+from soda.contracts import HumanInput, HumanKind
+
+
+class Route(enum.Enum):
+    SENSE = "applied at SENSE"
+    ORIENT = "claimed by ORIENT"
+    VERDICT = "approval verdict"
+    CONTROL = "control"
+
+
+Key = tuple[str, str | None]
+"""(kind, action): the action only for an override, None otherwise."""
+
+ROUTES: dict[Key, Route] = {
+    ("correction", None): Route.ORIENT,
+    ("override", "prioritise"): Route.ORIENT,
+    ("override", "constraint"): Route.ORIENT,  # and kept as a learning at SENSE
+    ("override", "close"): Route.SENSE,
+    ("override", "reopen"): Route.SENSE,
+    ("override", "skip"): Route.SENSE,
+    ("spec_change", None): Route.SENSE,
+    ("approve", None): Route.VERDICT,
+    ("reject", None): Route.VERDICT,
+    ("pause", None): Route.CONTROL,
+    ("resume", None): Route.CONTROL,
+    ("stop", None): Route.CONTROL,
+    ("cancel", None): Route.CONTROL,
+}
+
+REMEMBERED: frozenset[Key] = frozenset({("override", "constraint")})
+"""Inputs SENSE also keeps as a learning, so later iterations remember them."""
+
+ORIENT_SEES: frozenset[Route] = frozenset({Route.ORIENT, Route.SENSE})
+"""Routes whose pending inputs reach ORIENT's human claims. SENSE inputs are
+applied before ORIENT looks; one still pending is shown rather than hidden."""
+
+PAUSE_KINDS = ("pause", "resume")
+"""Control inputs whose newest one says whether soda is paused."""
+
+
+def key(item: HumanInput) -> Key:
+    return (item.kind, item.action if item.kind == "override" else None)
+
+
+def route(item: HumanInput) -> Route:
+    """The route of a contract-valid input (the contract admits no other)."""
+    return ROUTES[key(item)]
+
+
+def kinds_routed(routes: Iterable[Route]) -> frozenset[str]:
+    """Kinds with at least one (kind, action) going to one of `routes`."""
+    wanted = set(routes)
+    return frozenset(kind for (kind, _), where in ROUTES.items() if where in wanted)
+
+
+def contract_keys() -> frozenset[Key]:
+    """Every (kind, action) the `human_input` contract admits."""
+    actions = [a for a in get_args(HumanInput.model_fields["action"].annotation) if a is not None]
+    override_actions = [value for literal in actions for value in get_args(literal)]
+    return frozenset(
+        (kind, action)
+        for kind in get_args(HumanKind)
+        for action in (override_actions if kind == "override" else [None])
+    )
+
+
+def _check_complete() -> None:
+    missing, extra = contract_keys() - ROUTES.keys(), ROUTES.keys() - contract_keys()
+    if missing or extra:
+        raise RuntimeError(f"human routing out of step with the contract: {missing=} {extra=}")
+
+
+_check_complete()

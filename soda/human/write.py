@@ -1,0 +1,72 @@
+"""Saying something to soda: `write_input` drops an input into the inbox (what
+`soda tell`, `approve`, `pause`... do), and `describe` renders one as the line a
+person or an ORIENT prompt reads."""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import secrets
+from datetime import UTC, datetime
+from pathlib import Path
+
+from soda.contracts import HumanInput
+from soda.human.parse import one_line
+
+WRITTEN_BY_SODA = re.compile(r"^\d{8}T\d{12}Z-[a-z_]+-[0-9a-f]{6}\.json$")
+"""Names `write_input` gives its files (they arrive whole, by rename)."""
+
+
+def write_input(state_dir: Path, item: HumanInput) -> Path:
+    """Drop `item` into the inbox atomically and return its path.
+
+    The temporary name starts with a dot, which ingest ignores, so a reader never
+    sees half a file; works whether or not a daemon is running.
+    """
+    inbox = state_dir / "inbox"
+    inbox.mkdir(parents=True, exist_ok=True)
+    stamp = datetime.now(UTC).strftime("%Y%m%dT%H%M%S%fZ")
+    name = f"{stamp}-{item.kind}-{secrets.token_hex(3)}.json"
+    temp = inbox / f".{name}.tmp"
+    body = json.dumps(item.model_dump(mode="json", exclude_none=True), indent=2) + "\n"
+    with temp.open("w", encoding="utf-8") as fh:
+        fh.write(body)
+        fh.flush()
+        os.fsync(fh.fileno())
+    final = inbox / name
+    os.replace(temp, final)
+    _fsync_dir(inbox)
+    return final
+
+
+def _fsync_dir(path: Path) -> None:
+    # Makes the rename itself durable; not every platform lets a directory be fsynced.
+    try:
+        fd = os.open(path, os.O_RDONLY)
+    except OSError:
+        return
+    try:
+        os.fsync(fd)
+    except OSError:
+        pass
+    finally:
+        os.close(fd)
+
+
+def describe(item: HumanInput) -> str:
+    """One line for a prompt, e.g. "override: close task #4"."""
+    text = one_line(item.text or "", limit=300)
+    why = f" ({text})" if text else ""
+    if item.kind == "correction":
+        return f"correction: {text}"
+    if item.kind == "override":
+        if item.action == "constraint":
+            return f"override: add constraint: {text}"
+        return f"override: {item.action} task #{item.task_id}{why}"
+    if item.kind == "spec_change":
+        mode = f" ({item.mode})" if item.mode else ""
+        return f"spec change{mode}: {text}"
+    if item.kind in ("approve", "reject"):
+        return f"{item.kind}: plan of iteration {item.target}{why}"
+    return f"{item.kind}{why}"
