@@ -204,7 +204,7 @@ def run(
     project = _project(ctx)
     session = Session.open(project.config)
     if max_iterations is not None:
-        session.extra["max_iterations"] = max_iterations
+        session.max_iterations = max_iterations
     result = run_loop(session, _say, once=once)
     out.print(f"{result.ending.name}: {result.reason}", markup=False)
     raise typer.Exit(result.ending.exit_code)
@@ -338,7 +338,7 @@ def daemon_run(ctx: typer.Context) -> None:
 def _queue(ctx: typer.Context, **fields: Any) -> None:
     from soda.contracts import validate
     from soda.errors import InputError, Violation
-    from soda.inbox import describe, write_input
+    from soda.human.write import describe, write_input
 
     item = validate("human_input", {k: v for k, v in fields.items() if v is not None})
     if isinstance(item, Violation):

@@ -30,7 +30,6 @@ from apscheduler.schedulers.background import BackgroundScheduler
 from apscheduler.triggers.cron import CronTrigger
 from sqlite_utils import Database
 
-from soda import inbox
 from soda.config import Config, load
 from soda.errors import ConfigError, SodaError, UserError
 from soda.events import Events
@@ -249,9 +248,7 @@ class Daemon:
     def _tick(self, session: Any) -> None:
         if self.reload_requested:
             self._reload(session)
-        report = inbox.ingest(
-            self.config.state_dir, session.db, session.events, settle_seconds=SETTLE_SECONDS
-        )
+        report = session.human.ingest(settle_seconds=SETTLE_SECONDS)
         if report.skipped:  # still being written: look again once it has settled
             threading.Timer(SETTLE_SECONDS + 0.05, self.wake.set).start()
         if report.accepted or self.spec_changed:
@@ -274,24 +271,14 @@ class Daemon:
             self.stopping.set()
 
     def _apply_control(self, session: Any) -> None:
-        for item in inbox.pending(session.db):
-            kind = item.kind
-            if kind not in ("pause", "resume", "stop", "cancel"):
-                continue
-            response = {
-                "pause": "paused: no iterations until resume",
-                "resume": "resumed",
-                "stop": "daemon stopping",
-                "cancel": "no plan was running; nothing to cancel",
-            }[kind]
+        for action in session.human.take_control_while_idle(session.next_iteration_number()):
+            kind = action.kind
             self.paused = {"pause": True, "resume": False}.get(kind, self.paused)
             if kind == "stop":
                 self.stopping.set()
             if kind == "resume":
                 self.idle = False
-            inbox.mark_applied(session.db, [item.id], session.next_iteration_number(), response)
-            session.events.emit("control", {"kind": kind, "response": response})
-            self.say(f"control: {response}")
+            self.say(f"control: {action.response}")
 
     def _reload(self, session: Any) -> None:
         self.reload_requested = False

@@ -19,6 +19,13 @@ class Kind(enum.Enum):
 class Decision:
     kind: Kind
     reason: str
+    outcome: str | None = None
+    """The iteration's outcome when the decision alone settles it (None: ACT's)."""
+
+    def settled_outcome(self) -> str | None:
+        if self.outcome is not None:
+            return self.outcome
+        return None if self.kind is Kind.CONTINUE else self.kind.name.lower()
 
 
 @dataclass(frozen=True)

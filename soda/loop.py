@@ -1,8 +1,9 @@
 """The SODA loop: one iteration is sense -> orient -> decide -> act.
 
-`iterate` reads like the loop itself; persistence, events and failure handling
-wrap around it in `run_iteration`, which always finishes the iteration record
-(in a `finally`), and `run_loop`, which repeats until DONE, STUCK or HALT.
+`iterate` reads like the loop itself and is the one place the iteration's
+record is written; the phases (soda.phases, soda.act) take explicit inputs and
+return values. `run_iteration` wraps it with the record's lifetime and the
+classification of every failure; `run_loop` repeats until DONE, STUCK or HALT.
 """
 
 from __future__ import annotations
@@ -11,12 +12,9 @@ import enum
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from soda import inbox
-from soda.act import act, confirm_done
-from soda.act.workspace import land_on_base
-from soda.approval import await_approval, needs_approval
-from soda.contracts import Claims, Orientation
-from soda.decide import Budget, Control, Decision, Kind, LoopState, decide
+from soda.act import act
+from soda.context import Iteration, IterationRecord
+from soda.decide import Decision, Kind
 from soda.errors import (
     BudgetExhausted,
     ContractViolation,
@@ -26,11 +24,10 @@ from soda.errors import (
     TransientError,
     UserError,
 )
-from soda.human import apply_direct_inputs
-from soda.orient import apply_orientation, orient
-from soda.sense import SenseInput, sense
-from soda.session import IterationRecord, Session
-from soda.store.db import dumps, now
+from soda.phases import decide_phase, orient_phase, sense_phase, spec_state
+from soda.session import Session
+from soda.store import runs
+from soda.store.db import dumps
 
 
 class Ending(enum.Enum):
@@ -59,174 +56,34 @@ class IterationResult:
 Printer = Callable[[str], None]
 
 
-def iterate(session: Session, record: IterationRecord, say: Printer) -> Decision:
-    claims = sense_phase(session, record, say)
-    orientation = orient_phase(session, claims, record, say)
-    decision = decide_phase(session, claims, orientation, record, say)
-    if decision.kind is Kind.CONTINUE:
-        act_phase(session, orientation, record, say)
-    elif decision.kind is Kind.DONE:
-        decision = confirm_phase(session, decision, record, say)
-    return decision
-
-
-def confirm_phase(
-    session: Session, decision: Decision, record: IterationRecord, say: Printer
-) -> Decision:
-    """DONE is not taken on the assessor's word: the milestone tip's tests run on
-    a clean checkout first; failures turn it back into work for the next iteration."""
-    refused = confirm_done(session)
-    if refused is None:
-        _close_milestone(session, decision.reason, say)
-        return decision
-    record.save(decision="CONTINUE", decision_reason=refused, outcome="done_refused")
-    say(f"decide: CONTINUE - {refused}")
-    return Decision(Kind.CONTINUE, refused)
-
-
-def orient_phase(
-    session: Session, claims: Claims, record: IterationRecord, say: Printer
-) -> Orientation:
-    orientation = orient(session, claims, record.number)
-    orientation = apply_orientation(session, orientation, record.id)
-    _consume_human_inputs(session, claims, record, orientation.summary)
-    record.save(phase="decide", orient_json=orientation, intent=_intent(orientation))
-    say(f"orient: {_spec_state(orientation.spec_satisfied)}; {orientation.summary}")
-    return orientation
-
-
-def decide_phase(
-    session: Session,
-    claims: Claims,
-    orientation: Orientation,
-    record: IterationRecord,
-    say: Printer,
-) -> Decision:
-    decision = decide(
-        orientation,
-        _loop_state(session, claims),
-        _budget(session),
-        _control(session, claims),
-    )
-    record.save(decision=decision.kind.name, decision_reason=decision.reason)
-    if decision.kind is not Kind.CONTINUE:
-        record.save(outcome=decision.kind.name.lower())
-    say(f"decide: {decision.kind.name} - {decision.reason}")
-    return decision
-
-
-def act_phase(
-    session: Session, orientation: Orientation, record: IterationRecord, say: Printer
-) -> None:
-    plan = orientation.iteration_plan
-    assert plan is not None  # decide() only continues with a plan
-    if needs_approval(plan, session.config.approval.risk_threshold):
-        verdict = await_approval(session, record.number, plan, say)
-        if not verdict.approved:
-            record.save(
-                outcome="rejected", act_json={"outcome": "rejected", "detail": verdict.reason}
-            )
-            say(f"act: skipped - {verdict.reason}")
-            return
-    record.save(phase="act")
-    result = act(session, plan, record.number, record.id, say)
-    record.save(
-        act_json=result.to_json(), outcome=result.outcome, merged_commit=result.merged_commit
-    )
-    say(f"act: {result.outcome} - {result.detail}")
-
-
-def _close_milestone(session: Session, summary: str, say: Printer) -> None:
-    root = session.tracker.show(session.milestone.root_task_id)
-    if root.status != "closed":
-        session.tracker.close(root.id, f"spec met: {summary}")
-    if session.config.act.on_done == "merge":
-        landed = land_on_base(
-            session.repo, session.milestone.branch, session.config.project.base_branch
-        )
-        session.events.emit("done.merge", {"result": landed})
-        say(f"done: {landed}")
-
-
-def sense_phase(session: Session, record: IterationRecord, say: Printer) -> Claims:
-    inbox.ingest(session.config.state_dir, session.db, session.events)
-    for line in apply_direct_inputs(session, record.number):
-        say(f"human: {line}")
-    claims = sense(
-        SenseInput(
-            repo_path=session.config.root,
-            milestone_branch=session.milestone.branch,
-            base_commit=session.milestone.base_commit,
-            milestone=session.milestone.name,
-            run_id=session.run_id,
-            iteration=record.number,
-            iteration_in_run=session.iterations_in_run,
-            config=session.config,
-            db=session.db,
-        )
-    )
-    ids = [item.id for item in claims.human.pending]
-    if ids:
-        inbox.claim(session.db, ids, record.number)
+def iterate(session: Session, it: Iteration, say: Printer) -> Decision:
+    record = it.record
+    claims = sense_phase(session, it, say)
     record.save(phase="orient", claims_json=claims)
-    say(
-        f"sense: {len(claims.code.commits)} commits since base, "
-        f"{len(claims.work.open)} open tasks, "
-        f"{len(claims.human.pending)} human inputs"
-    )
-    return claims
-
-
-def _consume_human_inputs(
-    session: Session, claims: Claims, record: IterationRecord, summary: str
-) -> None:
-    ids = [item.id for item in claims.human.pending]
-    if ids:
-        inbox.mark_applied(
-            session.db,
-            ids,
-            record.number,
-            f"read by ORIENT in iteration {record.number}: {summary}",
-        )
-
-
-def _intent(orientation: Orientation) -> str | None:
+    orientation = orient_phase(session, it, claims)
     plan = orientation.iteration_plan
-    return plan.intent if plan is not None else None
-
-
-def _spec_state(value: bool | str) -> str:
-    return {True: "spec satisfied", False: "spec not yet satisfied"}.get(value, "spec unverifiable")  # type: ignore[call-overload]
-
-
-def _loop_state(session: Session, claims: Claims) -> LoopState:
-    return LoopState(
-        session.iterations_in_run,
-        session.extra.get("max_iterations", session.config.loop.max_iterations),
-        claims.project.loop,
-    )
-
-
-def _budget(session: Session) -> Budget:
-    budget = session.config.budget
-    return Budget(
-        cost_usd=session.recorder.run_cost(),
-        max_cost_usd=budget.max_cost_usd,
-        tokens_this_iteration=session.recorder.tokens_in + session.recorder.tokens_out,
-        max_tokens_per_iteration=budget.max_tokens_per_iteration,
-    )
-
-
-def _control(session: Session, claims: Claims) -> Control:
-    return Control(paused=claims.human.paused, stop_requested=session.stop_requested)
+    record.save(phase="decide", orient_json=orientation, intent=plan.intent if plan else None)
+    say(f"orient: {spec_state(orientation)}; {orientation.summary}")
+    decision = decide_phase(session, claims, orientation, say)
+    outcome = decision.settled_outcome()
+    record.save(decision=decision.kind.name, decision_reason=decision.reason, outcome=outcome)
+    if outcome is None and plan is not None:
+        record.save(phase="act")
+        result = act(session, it, plan, say)
+        record.save(
+            act_json=result.to_json(), outcome=result.outcome, merged_commit=result.merged_commit
+        )
+        say(f"act: {result.outcome} - {result.detail}")
+    return decision
 
 
 def run_iteration(session: Session, say: Printer) -> IterationResult:
     """One iteration with its record, whatever happens inside it."""
-    record = session.begin_iteration()
-    say(f"iteration {record.number}")
+    it = session.begin_iteration()
+    record = it.record
+    say(f"iteration {it.number}")
     try:
-        decision = iterate(session, record, say)
+        decision = iterate(session, it, say)
         ending = {Kind.DONE: Ending.DONE, Kind.STUCK: Ending.STUCK, Kind.CONTINUE: Ending.CONTINUE}[
             decision.kind
         ]
@@ -257,7 +114,7 @@ def run_iteration(session: Session, say: Printer) -> IterationResult:
         session.finish_run("interrupted", "interrupted by a signal")
         raise
     finally:
-        inbox.release_claims(session.db)
+        session.human.release_claims()
         record.finish(session.recorder)
 
 
@@ -265,20 +122,19 @@ def _record_halt(session: Session, record: IterationRecord, exc: StructuralError
     violation = exc.violation if isinstance(exc, ContractViolation) else None
     agent = exc.agent if isinstance(exc, ContractViolation) else None
     raw = exc.raw if isinstance(exc, ContractViolation | ModelStopped) else None
-    with session.db.conn:
-        session.db["halts"].insert(
-            {
-                "run_id": session.run_id,
-                "iteration_id": record.id,
-                "agent": agent,
-                "error_type": type(exc).__name__,
-                "message": str(exc),
-                "violation_path": violation.path if violation else None,
-                "violation_rule": violation.rule if violation else None,
-                "raw_output": dumps(raw) if raw is not None else None,
-                "created_at": now(),
-            }
-        )
+    runs.record_halt(
+        session.db,
+        {
+            "run_id": session.run_id,
+            "iteration_id": record.id,
+            "agent": agent,
+            "error_type": type(exc).__name__,
+            "message": str(exc),
+            "violation_path": violation.path if violation else None,
+            "violation_rule": violation.rule if violation else None,
+            "raw_output": dumps(raw) if raw is not None else None,
+        },
+    )
     record.save(
         decision="HALT", decision_reason=str(exc), outcome="halted", error=type(exc).__name__
     )

@@ -33,11 +33,11 @@ import git
 from git import Repo
 from sqlite_utils import Database
 
-from soda import inbox
 from soda.config import Config
 from soda.errors import InputError
 from soda.events import Events
 from soda.git import SODA_IDENTITY
+from soda.human import HumanQueue
 from soda.store.db import now
 from soda.trace import SqliteTracker
 
@@ -122,12 +122,13 @@ def recover(config: Config, db: Database, repo: Repo, events: Events) -> Recover
                 run_id, {"status": "aborted", "ended_at": stamp, "final_reason": "process died"}
             )
     worktrees_removed = _remove_worktrees(config, repo)  # before: a checked-out branch stays
+    queue = HumanQueue(config.state_dir, db, events)
     report = RecoveryReport(
         aborted_iterations=aborted,
         aborted_runs=dead_runs,
         worktrees_removed=worktrees_removed,
-        inputs_released=inbox.release_claims(db),
-        files_recovered=len(inbox.recover_claimed_files(config.state_dir, db, events)),
+        inputs_released=queue.release_claims(),
+        files_recovered=len(queue.recover_claimed_files()),
         merges_recorded=merges_recorded,
         tasks_closed=tasks_closed,
         tasks_reopened=_reopen_stuck_tasks(db),

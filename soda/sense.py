@@ -227,6 +227,6 @@ def human_claims(db: Database) -> HumanClaims:
 
 
 def describe(item: HumanInput) -> str:
-    from soda.inbox import describe as inbox_describe
+    from soda.human.write import describe as inbox_describe
 
     return inbox_describe(item)

@@ -1,37 +1,37 @@
-"""A run's context: config, repository, database, model, Trace, and the records
-that make every phase durable.
+"""The process-lifetime context of a run (see soda.context for the shorter ones).
 
-`Session.open` starts (or resumes) the milestone: the branch `soda/<spec-slug>`
-from the base branch, its base commit, and the root Trace task made from the
-spec. `IterationRecord` writes each phase's output to its `iterations` row as the
-phase completes, so a crash leaves a readable record.
+`Session.open` takes the instance lock, recovers from a crash, starts (or
+resumes) the milestone: the branch `soda/<spec-slug>` from the base branch, its
+base commit, and the root Trace task made from the spec; and records the run.
+`begin_iteration` hands out the next `Iteration`.
 """
 
 from __future__ import annotations
 
 import os
-import time
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 import git
 from git import Repo
-from pydantic import BaseModel
 from sqlite_utils import Database
 
+from soda.clock import SystemClock
 from soda.config import Config
+from soda.context import Iteration, IterationRecord
 from soda.errors import ConfigError, UserError
 from soda.events import Events
 from soda.git import open_repo
+from soda.human import HumanQueue
 from soda.llm import make_model
 from soda.llm.base import Model
 from soda.lock import acquire_lock
 from soda.milestone import milestone_branch, milestone_name
+from soda.ports import Clock
 from soda.recovery import recover
 from soda.runtime import AgentRunner, CallRecorder
-from soda.store import open_db
-from soda.store.db import dumps, now
+from soda.store import learnings, open_db, runs
 from soda.trace import SqliteTracker
 
 if TYPE_CHECKING:
@@ -49,6 +49,11 @@ class Milestone:
 
 @dataclass
 class Session:
+    """What lives as long as one run of the process (`soda run`, a daemon wake).
+
+    Per-iteration state lives in `soda.context.Iteration`, per-task state in
+    `soda.context.TaskScope`."""
+
     config: Config
     repo: Repo
     db: Database
@@ -63,13 +68,20 @@ class Session:
     """Where agent commands and test runs execute."""
     checkouts: Checkouts
     """The pool of worktrees ORIENT, the executor and the gate use."""
+    human: HumanQueue
+    """The person's inputs: the only reader of state/inbox/."""
+    clock: Clock = field(default_factory=SystemClock)
+    max_iterations: int | None = None
+    """Overrides `loop.max_iterations` for this run (`soda run --max-iterations`)."""
     iterations_in_run: int = 0
-    cancel_requested: bool = False
     stop_requested: bool = False
-    extra: dict[str, Any] = field(default_factory=dict)
+    """Set by a signal: stop at the next safe point."""
 
     @classmethod
     def open(cls, config: Config, model: Model | None = None) -> Session:
+        from soda.act.checkouts import Checkouts  # soda.act imports this module
+        from soda.jail import Jail
+
         repo = open_repo(config.root)
         acquire_lock(config.state_dir)  # one soda per repository, daemon or foreground
         db = open_db(config.db_path)
@@ -78,32 +90,23 @@ class Session:
         model = model or make_model(config, events.emit)
         tracker = SqliteTracker(db, milestone_name(config))
         milestone = start_milestone(config, repo, tracker)
-        with db.conn:
-            run_id = (
-                db["runs"]
-                .insert(
-                    {
-                        "started_at": now(),
-                        "spec_path": config.project.spec,
-                        "milestone": milestone.name,
-                        "milestone_branch": milestone.branch,
-                        "base_branch": config.project.base_branch,
-                        "base_commit": milestone.base_commit,
-                        "provider": model.provider,
-                        "status": "running",
-                        "pid": os.getpid(),
-                    }
-                )
-                .last_pk
-            )
+        run_id = runs.start_run(
+            db,
+            {
+                "spec_path": config.project.spec,
+                "milestone": milestone.name,
+                "milestone_branch": milestone.branch,
+                "base_branch": config.project.base_branch,
+                "base_commit": milestone.base_commit,
+                "provider": model.provider,
+                "pid": os.getpid(),
+            },
+        )
         events.run_id = run_id
         recorder = CallRecorder(db, config, model.provider, events)
         recorder.run_id = run_id
         runner = AgentRunner(model, config, recorder)
         events.emit("run.start", {"milestone": milestone.branch, "provider": model.provider})
-        from soda.act.checkouts import Checkouts  # soda.act imports this module
-        from soda.jail import Jail
-
         session = cls(
             config,
             repo,
@@ -117,6 +120,7 @@ class Session:
             run_id,
             Jail.for_config(config, Path(repo.git_dir)),
             Checkouts(repo, config.state_dir / "worktrees"),
+            HumanQueue(config.state_dir, db, events),
         )
         runner.should_stop = lambda: session.stop_requested
         return session
@@ -124,89 +128,31 @@ class Session:
     def spec_text(self) -> str:
         return self.config.spec_path.read_text(encoding="utf-8")
 
+    @property
+    def iteration_limit(self) -> int:
+        return self.max_iterations or self.config.loop.max_iterations
+
     def finish_run(self, status: str, reason: str) -> None:
         self.checkouts.remove_all()
-        with self.db.conn:
-            self.db["runs"].update(
-                self.run_id, {"status": status, "final_reason": reason, "ended_at": now()}
-            )
+        runs.finish_run(self.db, self.run_id, status, reason)
         self.events.emit("run.end", {"status": status, "reason": reason})
 
-    def store_learnings(self, learnings: list[str], agent: str, iteration_id: int | None) -> None:
+    def store_learnings(self, texts: list[str], agent: str, iteration_id: int | None) -> None:
         """Keep new learnings; one already active is not stored twice."""
-        existing = {
-            row[0] for row in self.db.execute("SELECT text FROM learnings WHERE active = 1")
-        }
-        fresh = list(
-            dict.fromkeys(t.strip() for t in learnings if t.strip() and t.strip() not in existing)
-        )
-        if not fresh:
-            return
-        with self.db.conn:
-            self.db["learnings"].insert_all(
-                {
-                    "text": text,
-                    "source_agent": agent,
-                    "iteration_id": iteration_id,
-                    "active": 1,
-                    "created_at": now(),
-                }
-                for text in fresh
-            )
+        learnings.add(self.db, texts, agent, iteration_id)
 
     def next_iteration_number(self) -> int:
-        row = self.db.execute("SELECT COALESCE(MAX(number), 0) FROM iterations").fetchone()
-        return int(row[0]) + 1
+        return runs.next_iteration_number(self.db)
 
-    def begin_iteration(self) -> IterationRecord:
+    def begin_iteration(self) -> Iteration:
         self.iterations_in_run += 1
-        number = self.next_iteration_number()
-        with self.db.conn:
-            iteration_id = (
-                self.db["iterations"]
-                .insert(
-                    {"run_id": self.run_id, "number": number, "started_at": now(), "phase": "sense"}
-                )
-                .last_pk
-            )
+        number = runs.next_iteration_number(self.db)
+        iteration_id = runs.start_iteration(self.db, self.run_id, number)
         self.recorder.iteration_id = iteration_id
         self.recorder.reset()
         self.events.iteration_id = iteration_id
         self.events.emit("iteration.start", {"number": number})
-        return IterationRecord(self.db, iteration_id, number, time.monotonic())
-
-
-@dataclass
-class IterationRecord:
-    db: Database
-    id: int
-    number: int
-    started: float
-
-    def save(self, **columns: Any) -> None:
-        """Write columns to this iteration's row in one transaction; pydantic
-        models and other structures are stored as JSON."""
-        row = {
-            key: (
-                dumps(value.model_dump(mode="json"))
-                if isinstance(value, BaseModel)
-                else dumps(value)
-                if isinstance(value, dict | list)
-                else value
-            )
-            for key, value in columns.items()
-        }
-        with self.db.conn:
-            self.db["iterations"].update(self.id, row)
-
-    def finish(self, recorder: CallRecorder) -> None:
-        self.save(
-            ended_at=now(),
-            duration_s=round(time.monotonic() - self.started, 3),
-            tokens_in=recorder.tokens_in,
-            tokens_out=recorder.tokens_out,
-            cost_usd=recorder.cost_usd,
-        )
+        return Iteration(number, IterationRecord(self.db, iteration_id, number))
 
 
 def start_milestone(config: Config, repo: Repo, tracker: SqliteTracker) -> Milestone:

@@ -3,14 +3,14 @@
 Tasks form a tree under the milestone's root task (the spec). Status is one of
 open, in_progress, blocked, closed; blocking and closing need a reason, and every
 change refreshes `updated_at`. Comments carry their author: an agent's name,
-`soda`, or `human`. The `Tracker` protocol is the seam; `SqliteTracker` the one
-implementation.
+`soda`, or `human`. The `Tracker` protocol (soda.ports) is the seam;
+`SqliteTracker` the one implementation.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any, Literal, Protocol
+from typing import Any, Literal
 
 from sqlite_utils import Database
 
@@ -44,25 +44,6 @@ class Comment:
     body: str
     iteration_id: int | None
     created_at: str
-
-
-class Tracker(Protocol):
-    def create(
-        self, title: str, description: str = "", parent_id: int | None = None, risk: str = "low"
-    ) -> Task: ...
-    def show(self, task_id: int) -> Task: ...
-    def list(self, status: str | None = None, limit: int | None = None) -> list[Task]: ...
-    def ready(self) -> list[Task]: ...
-    def root(self) -> Task | None: ...
-    def start(self, task_id: int) -> Task: ...
-    def close(self, task_id: int, reason: str) -> Task: ...
-    def block(self, task_id: int, reason: str) -> Task: ...
-    def unblock(self, task_id: int) -> Task: ...
-    def reopen(self, task_id: int, reason: str) -> Task: ...
-    def comment(
-        self, task_id: int, author: str, body: str, iteration_id: int | None = None
-    ) -> Comment: ...
-    def comments(self, task_id: int, limit: int | None = None) -> list[Comment]: ...
 
 
 _TASK_COLUMNS = ", ".join(Task.__dataclass_fields__)

@@ -15,7 +15,7 @@ from soda.daemon import LOG_NAME, in_window, notify, parse_windows, rotate_log
 from soda.demo import prepare
 from soda.errors import ConfigError, UserError
 from soda.events import Events
-from soda.inbox import pending
+from soda.human import HumanQueue
 from soda.lock import PID_NAME, acquire_lock, release_lock, running_pid
 from soda.recovery import recover
 from soda.store import open_db
@@ -118,6 +118,7 @@ def test_recovery_closes_what_a_dead_process_left_open(tmp_path: Path) -> None:
     row = db.execute("SELECT outcome, error, ended_at IS NOT NULL FROM iterations").fetchone()
     assert row == ("aborted", "aborted in phase act", 1)
     assert db.execute("SELECT status FROM runs").fetchone()[0] == "aborted"
-    assert [item.kind for item in pending(db)] == ["correction"]
+    queue = HumanQueue(config.state_dir, db, events)
+    assert [item.kind for item in queue.pending()] == ["correction"]
     assert "iter-1" not in git(root, "worktree", "list")
     assert not recover(config, db, repo, events).anything  # a second pass finds nothing

@@ -267,7 +267,7 @@ def test_single_orient_pattern_uses_one_agent(tmp_path: Path) -> None:
 
 def test_human_input_reaches_orient_and_is_marked_applied(tmp_path: Path) -> None:
     from soda.contracts import HumanInput
-    from soda.inbox import write_input
+    from soda.human.write import write_input
 
     root = project(
         tmp_path,
@@ -300,7 +300,7 @@ def test_human_input_reaches_orient_and_is_marked_applied(tmp_path: Path) -> Non
 
 def test_spec_change_and_overrides_are_applied_at_sense(tmp_path: Path) -> None:
     from soda.contracts import HumanInput
-    from soda.inbox import write_input
+    from soda.human.write import write_input
 
     planner = submit(
         "planner",
@@ -340,7 +340,7 @@ def test_spec_change_and_overrides_are_applied_at_sense(tmp_path: Path) -> None:
 
 def test_cancel_skips_the_pending_tasks_of_the_running_plan(tmp_path: Path) -> None:
     from soda.contracts import HumanInput
-    from soda.inbox import write_input
+    from soda.human.write import write_input
 
     two_tasks = plan_with(TASK)
     second = {**TASK, "id": "b", "title": "Second", "depends_on": []}

@@ -38,7 +38,7 @@ from soda.session import Session
 
 root, merge = Path(sys.argv[1]), sys.argv[2] == "merge"
 session = Session.open(load(root / "soda.toml"))
-record = session.begin_iteration()
+record = session.begin_iteration().record
 record.save(phase="act")
 tracker, parent = session.tracker, session.milestone.root_task_id
 done = tracker.create("add divide", parent_id=parent)

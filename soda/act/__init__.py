@@ -17,17 +17,18 @@ import contextlib
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
-from soda import inbox
 from soda.act.checkouts import tested
 from soda.act.execute import ExecutionReport, TaskOutcome, execute_plan
 from soda.act.gate import GateResult, gate, infrastructure_changes
 from soda.act.tests import TestReport, report_kind
 from soda.act.workspace import Workspace, land, prepare_merge
-from soda.approval import await_approval
-from soda.contracts import ExecuteResult, IterationPlan, PlanTask
+from soda.context import Iteration, TaskScope
+from soda.contracts import ExecuteResult, IterationPlan
 from soda.errors import GitError, InputError, StructuralError
+from soda.human.approval import Verdict, await_approval, needs_approval
 from soda.runtime import load_agent
 from soda.session import Session
+from soda.store import learnings
 from soda.tools import worktree_tools
 from soda.tools.sandbox import Sandbox
 
@@ -58,28 +59,30 @@ class ActResult:
 
 
 def act(
-    session: Session,
-    plan: IterationPlan,
-    number: int,
-    iteration_id: int,
-    say: Callable[[str], None] = lambda line: None,
+    session: Session, it: Iteration, plan: IterationPlan, say: Callable[[str], None]
 ) -> ActResult:
-    session.cancel_requested = False
+    """Run the plan and land what passes the gate; the result says what happened."""
+    if needs_approval(plan, session.config.approval.risk_threshold):
+        verdict = _wait_for_person(session, it.number, plan, say)
+        if not verdict.approved:
+            return ActResult("rejected", verdict.reason)
     session.jail.ensure_available()  # no jail, no agent commands (unless mode = none)
     baseline = milestone_tests(session)
     session.events.emit("act.baseline", {"summary": baseline.summary()})
     _check_baseline(baseline)
-    branch = f"soda-work/{session.milestone.name}/iter-{number}"
+    branch = f"soda-work/{session.milestone.name}/iter-{it.number}"
     ws = session.checkouts.work(session.milestone.branch, branch)
     session.events.emit("act.workspace", {"path": str(ws.path), "branch": ws.branch})
     try:
         report = execute_plan(
             plan,
-            lambda task, missing: _run_task(session, ws, plan, task, missing, baseline),
-            lambda: _cancelled(session, number),
+            lambda task, missing: _run_task(
+                session, plan, TaskScope(it, task, ws, baseline, missing)
+            ),
+            lambda: _cancelled(session, it),
         )
-        result = _finalize(session, ws, plan, report, baseline, number, say)
-        _record_trace(session, report, result, iteration_id)
+        result = _finalize(session, ws, plan, report, baseline, it.number, say)
+        _record_trace(session, report, result, it.id)
         return result
     finally:
         session.checkouts.release(ws)
@@ -128,27 +131,31 @@ def _check_baseline(baseline: TestReport) -> None:
         )
 
 
-def _cancelled(session: Session, number: int) -> bool:
+def _wait_for_person(
+    session: Session, number: int, subject: IterationPlan | str, say: Callable[[str], None]
+) -> Verdict:
+    return await_approval(
+        session.human,
+        session.config,
+        session.events,
+        number,
+        subject,
+        say,
+        lambda: session.stop_requested,
+    )
+
+
+def _cancelled(session: Session, it: Iteration) -> bool:
     """Checked before each task: a signal, or a `cancel` that arrived meanwhile."""
-    if session.cancel_requested or session.stop_requested:
+    if it.cancel_requested or session.stop_requested:
         return True
-    inbox.ingest(session.config.state_dir, session.db, session.events)
-    for item in inbox.pending(session.db):
-        if item.kind == "cancel":
-            inbox.mark_applied(session.db, [item.id], number, "cancelled the running plan")
-            session.events.emit("act.cancelled", {"input": item.id})
-            session.cancel_requested = True
-    return session.cancel_requested
+    if session.human.take_cancel(it.number):
+        it.cancel_requested = True
+    return it.cancel_requested
 
 
-def _run_task(
-    session: Session,
-    ws: Workspace,
-    plan: IterationPlan,
-    task: PlanTask,
-    missing: list[str],
-    baseline: TestReport,
-) -> TaskOutcome:
+def _run_task(session: Session, plan: IterationPlan, scope: TaskScope) -> TaskOutcome:
+    task, ws, baseline = scope.task, scope.workspace, scope.baseline
     before = ws.head()
     sandbox = Sandbox(ws.path)  # outside the worktree (state/ included) is out of reach
     tools = worktree_tools(
@@ -158,14 +165,8 @@ def _run_task(
         jail=session.jail,
     )
     task_input = task.model_dump(mode="json")
-    if missing:
-        task_input["note"] = f"dependencies {missing} did not finish; work with what exists"
-    learnings = [
-        row[0]
-        for row in session.db.execute(
-            "SELECT text FROM learnings WHERE active = 1 ORDER BY id DESC LIMIT 20"
-        )
-    ]
+    if scope.missing:
+        task_input["note"] = f"dependencies {scope.missing} did not finish; work with what exists"
     session.events.emit(
         "act.task.start", {"key": task.id, "task_id": task.task_id, "title": task.title}
     )
@@ -177,7 +178,7 @@ def _run_task(
             "spec": session.spec_text(),
             "task": task_input,
             "plan": plan,
-            "learnings": learnings or "(none yet)",
+            "learnings": learnings.active(session.db) or "(none yet)",
             "baseline": f"{baseline.summary()}\n\n{baseline.output[-3000:]}",
         },
         tools,
@@ -266,7 +267,7 @@ def _ask_person(
 ) -> GateResult:
     """A change the gate may not merge on its own word waits in the approval queue."""
     items = "\n".join(f"  - {item}" for item in verdict.approval[:20])
-    answer = await_approval(
+    answer = _wait_for_person(
         session, number, f"the merge needs a person: {verdict.reason}\n{items}", say
     )
     if answer.approved:

@@ -11,9 +11,10 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any, Protocol
+from typing import Any
 
 from soda.config import Price
+from soda.ports import Model as Model  # the port lives with the others
 
 EventSink = Callable[[str, dict[str, Any]], None]
 """Receives (kind, data) for provider-level events such as retries."""
@@ -107,14 +108,3 @@ class ModelResponse:
     raw: Any = None
     """The provider's response as JSON-able data, stored verbatim in agent_calls."""
     latency_ms: int = 0
-
-
-class Model(Protocol):
-    """A model provider."""
-
-    provider: str
-
-    def complete(self, request: ModelRequest) -> ModelResponse:
-        """Answer one request. Raises TransientError once retries are spent,
-        CredentialsError on a refused key, StructuralError on anything else."""
-        ...
