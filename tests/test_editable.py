@@ -324,14 +324,6 @@ def test_a_package_the_jail_cannot_import_does_not_let_a_bad_change_through(
     assert not gate(verdicts.good, verdicts.bad, mandatory=True).ok
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="test results are cached by tree and setup (test command, report kind, jail "
-    "mode, network) but not by the environment: after the person fixes the install as "
-    "the refusal says, the milestone tip's cached baseline still carries the foreign "
-    "import, so every later change is refused until the tip's tree changes (which the "
-    "refusals prevent)",
-)
 def test_fixing_the_install_as_told_lets_the_good_change_through(
     project: Project, tmp_path: Path
 ) -> None:

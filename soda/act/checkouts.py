@@ -131,15 +131,31 @@ class Checkouts:
 
 
 def setup_key(config: Config, jail: Jail) -> str:
-    """Everything besides the tree that decides a test run's result."""
-    parts = (
+    """Everything besides the tree that decides a test run's result: the command,
+    the report, the jail, and the environment the tests import from (what is
+    bound and exposed, and when those directories last changed: reinstalling the
+    project there gives a new key)."""
+    parts = [
         config.project.test_command,
         report_kind(config),
         config.gate.junit or "",
         jail.mode,
         str(jail.network),
-    )
+        *map(str, jail.expose),
+        *jail.bind_ignored,
+        *_environment_stamps(jail),
+    ]
     return hashlib.sha256("\0".join(parts).encode()).hexdigest()[:16]
+
+
+def _environment_stamps(jail: Jail) -> list[str]:
+    dirs = [jail.repo_root / name for name in jail.bind_ignored] + list(jail.expose)
+    stamps = []
+    for directory in dirs:
+        for path in (directory, *directory.glob("lib/python*/site-packages")):
+            with contextlib.suppress(OSError):
+                stamps.append(f"{path}:{path.stat().st_mtime_ns}")
+    return stamps
 
 
 def tested(
@@ -157,6 +173,8 @@ def tested(
     # Only pytest runs report which modules they imported (see soda.act.tests).
     own = own_modules(repo, commit) if report_kind(config) == "pytest" else frozenset()
     report = run_tests(config, jail, path, own)
-    if not report.timed_out:
+    # A run that could not be judged is not remembered: its cause is usually the
+    # environment, which the person fixes without changing the tree.
+    if not (report.timed_out or report.problem or report.foreign_imports):
         test_results.store(db, tree, setup, commit, report.summary(), report.to_json())
     return report, False
