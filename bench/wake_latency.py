@@ -24,7 +24,7 @@ from pathlib import Path
 
 from soda.contracts import HumanInput
 from soda.demo import SCRIPT_PATH, prepare
-from soda.inbox import write_input
+from soda.human.write import write_input
 
 ROOT = Path(__file__).resolve().parent.parent
 CHECK_AGAIN = [

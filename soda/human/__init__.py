@@ -42,7 +42,6 @@ from soda.store import human_inputs
 
 if TYPE_CHECKING:
     from soda.ports import Tracker
-    from soda.session import Session
 
 __all__ = [
     "ControlAction",
@@ -50,7 +49,6 @@ __all__ = [
     "IngestReport",
     "QueuedInput",
     "Route",
-    "apply_direct_inputs",
 ]
 
 MAX_FOR_ORIENT = 20
@@ -186,11 +184,3 @@ class HumanQueue:
 
     def _routed(self, where: Route) -> list[QueuedInput]:
         return [item for item in self.pending() if routing.route(item.payload) is where]
-
-
-def apply_direct_inputs(session: Session, iteration: int) -> list[str]:
-    """Transitional: `HumanQueue.apply_at_sense` for callers still holding a Session."""
-    queue = HumanQueue(session.config.state_dir, session.db, session.events)
-    return queue.apply_at_sense(
-        session.tracker, session.config.spec_path, session.store_learnings, iteration
-    )
