@@ -12,9 +12,9 @@ learnings, plan tasks made into Trace tasks) is `apply_orientation`.
 
 from __future__ import annotations
 
-from soda.act.execute import plan_problems
 from soda.contracts import Assessment, Claims, IterationPlan, Orientation, Planning, Verification
 from soda.errors import InputError, StructuralError
+from soda.plan import plan_problems
 from soda.runtime import load_agent
 from soda.session import Session
 from soda.tools import read_only_tools

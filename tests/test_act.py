@@ -8,12 +8,13 @@ from pathlib import Path
 import pytest
 from git import Repo
 
-from soda.act.execute import TaskOutcome, batches, execute_plan, plan_problems
+from soda.act.execute import TaskOutcome, execute_plan
 from soda.act.gate import gate
 from soda.act.tests import TestReport
 from soda.act.workspace import create_workspace, merge_into_milestone
 from soda.contracts import IterationPlan, PlanTask
 from soda.errors import StructuralError
+from soda.plan import batches, plan_problems
 from tests.conftest import git
 
 
