@@ -179,7 +179,7 @@ class HumanQueue:
             reason = item.payload.text or ("approved" if approved else "rejected")
             verb = "approved" if approved else "rejected"
             self.mark_applied([item.id], iteration, f"{noun} {verb}")
-            return approved, f"{item.kind}d by a person: {reason}"
+            return approved, f"{verb} by a person: {reason}"
         return None
 
     def _routed(self, where: Route) -> list[QueuedInput]:
