@@ -37,6 +37,7 @@ from soda.lock import release_lock, running_pid
 from soda.loop import Ending, run_iteration
 from soda.proc import run as run_command
 from soda.recovery import pid_alive
+from soda.store import human_inputs, runs
 
 LOG_NAME = "soda.log"
 LOG_KEEP = 3
@@ -121,21 +122,15 @@ class Status:
 
 def status(config: Config, db: Database) -> Status:
     pid = running_pid(config.state_dir)
-    current = db.execute(
-        "SELECT number, phase FROM iterations WHERE ended_at IS NULL ORDER BY number DESC LIMIT 1"
-    ).fetchone()
-    last = db.execute(
-        "SELECT decision, decision_reason FROM iterations WHERE decision IS NOT NULL"
-        " ORDER BY number DESC LIMIT 1"
-    ).fetchone()
-    pending = db.execute("SELECT count(*) FROM human_inputs WHERE status = 'pending'").fetchone()
+    current = runs.unfinished_iteration(db)
+    last = runs.last_decision(db)
     return Status(
         pid=pid,
         iteration=current[0] if current and pid else None,
         phase=current[1] if current and pid else None,
         last_decision=last[0] if last else None,
         last_reason=last[1] if last else None,
-        pending_inputs=pending[0],
+        pending_inputs=human_inputs.pending_count(db),
     )
 
 

@@ -35,6 +35,7 @@ from soda.jail import Jail
 from soda.llm import make_model
 from soda.llm.base import Message, ModelRequest, ToolSpec, ignore_event
 from soda.store import open_db
+from soda.store.db import journal_mode, migration_count
 
 
 @dataclass(frozen=True)
@@ -175,8 +176,8 @@ def _imports(config: Config) -> str:
 
 def _state(config: Config) -> str:
     db = open_db(config.db_path)
-    count = db.execute("SELECT count(*) FROM _migrations").fetchone()[0]
-    mode = db.execute("PRAGMA journal_mode").fetchone()[0]
+    count = migration_count(db)
+    mode = journal_mode(db)
     return f"{config.db_path} ({count} migrations, {mode})"
 
 

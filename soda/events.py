@@ -9,6 +9,7 @@ from typing import Any
 
 from sqlite_utils import Database
 
+from soda.store import events as event_rows
 from soda.store.db import dumps, now
 
 
@@ -31,8 +32,7 @@ class Events:
             "kind": kind,
             "data_json": dumps(payload),
         }
-        with self.db.conn:
-            self.db["events"].insert(row)
+        event_rows.append(self.db, row)
         if self.log_path is not None:
             self.log_path.parent.mkdir(parents=True, exist_ok=True)
             record = {key: row[key] for key in ("ts", "run_id", "iteration_id", "kind")}

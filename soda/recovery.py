@@ -38,6 +38,8 @@ from soda.errors import InputError
 from soda.events import Events
 from soda.git import SODA_IDENTITY
 from soda.human import HumanQueue
+from soda.store import runs
+from soda.store import tasks as task_rows
 from soda.store.db import now
 from soda.trace import SqliteTracker
 
@@ -100,27 +102,9 @@ def recover(config: Config, db: Database, repo: Repo, events: Events) -> Recover
     # ended), so the next step does not call it aborted.
     merges_recorded, tasks_closed = record_landed_merges(db, repo)
     dead_runs = [
-        run_id
-        for run_id, pid in db.execute("SELECT id, pid FROM runs WHERE status = 'running'")
-        if pid != os.getpid() and not pid_alive(pid)
+        run_id for run_id, pid in runs.running(db) if pid != os.getpid() and not pid_alive(pid)
     ]
-    aborted = []
-    stamp = now()
-    with db.conn:
-        for run_id in dead_runs:
-            rows = db.execute(
-                "SELECT id, number, phase FROM iterations WHERE run_id = ? AND ended_at IS NULL",
-                [run_id],
-            ).fetchall()
-            for iteration_id, number, phase in rows:
-                db["iterations"].update(
-                    iteration_id,
-                    {"outcome": "aborted", "error": f"aborted in phase {phase}", "ended_at": stamp},
-                )
-                aborted.append(number)
-            db["runs"].update(
-                run_id, {"status": "aborted", "ended_at": stamp, "final_reason": "process died"}
-            )
+    aborted = runs.abort_runs(db, dead_runs, "process died")
     worktrees_removed = _remove_worktrees(config, repo)  # before: a checked-out branch stays
     queue = HumanQueue(config.state_dir, db, events)
     report = RecoveryReport(
@@ -164,15 +148,9 @@ def record_landed_merges(db: Database, repo: Repo) -> tuple[list[int], int]:
     recreated, and an old merge must not be pinned on a new iteration."""
     recorded: list[int] = []
     closed = 0
-    branches = db.execute("SELECT DISTINCT milestone_branch FROM runs").fetchall()
-    for (branch,) in branches:
+    for branch in runs.milestone_branches(db):
         for merge in _soda_merges(repo, branch):
-            row = db.execute(
-                "SELECT i.id, i.run_id, i.outcome, i.merged_commit, i.started_at, i.ended_at,"
-                " i.phase, r.milestone FROM iterations i JOIN runs r ON r.id = i.run_id"
-                " WHERE i.number = ? AND r.milestone_branch = ?",
-                [merge.iteration, branch],
-            ).fetchone()
+            row = runs.iteration_on_branch(db, merge.iteration, branch)
             if row is None:
                 continue
             iteration_id, run_id, outcome, merged_commit, started_at, ended_at, phase, ms = row
@@ -182,17 +160,17 @@ def record_landed_merges(db: Database, repo: Repo) -> tuple[list[int], int]:
                 continue
             if merge.time + CLOCK_SLACK_S < datetime.fromisoformat(started_at).timestamp():
                 continue
-            with db.conn:
-                db["iterations"].update(
-                    iteration_id,
-                    {
-                        "outcome": "merged",
-                        "merged_commit": merge.sha,
-                        "ended_at": ended_at or now(),
-                        "error": f"recorded by crash recovery: the merge landed; the record "
-                        f"stopped in phase {phase} ({outcome or 'unfinished'})",
-                    },
-                )
+            runs.save_iteration(
+                db,
+                iteration_id,
+                {
+                    "outcome": "merged",
+                    "merged_commit": merge.sha,
+                    "ended_at": ended_at or now(),
+                    "error": f"recorded by crash recovery: the merge landed; the record "
+                    f"stopped in phase {phase} ({outcome or 'unfinished'})",
+                },
+            )
             recorded.append(merge.iteration)
             closed += _close_merged_tasks(db, repo, ms, merge.sha)
     return recorded, closed
@@ -259,7 +237,7 @@ def _reopen_stuck_tasks(db: Database) -> int:
     """Tasks still in_progress go back to open: only ACT starts a task and settles
     it before the iteration ends, so under the lock each one was left by an
     iteration that died."""
-    rows = db.execute("SELECT id, milestone FROM tasks WHERE status = 'in_progress'").fetchall()
+    rows = task_rows.in_progress(db)
     for task_id, milestone in rows:
         SqliteTracker(db, milestone).reopen(
             task_id, "back to open: the iteration working on it did not finish"

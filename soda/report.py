@@ -8,6 +8,7 @@ from rich.table import Table
 from sqlite_utils import Database
 
 from soda.errors import InputError
+from soda.store import history, human_inputs
 
 
 def history_table(db: Database, limit: int = 50) -> Table:
@@ -15,12 +16,7 @@ def history_table(db: Database, limit: int = 50) -> Table:
     table = Table(title="soda history", title_justify="left")
     for column in ("#", "intent", "decision", "outcome", "merged", "time", "tokens", "cost"):
         table.add_column(column, overflow="fold")
-    rows = db.execute(
-        "SELECT number, intent, decision, outcome, merged_commit, duration_s,"
-        " tokens_in + tokens_out, cost_usd, phase FROM iterations"
-        " ORDER BY number DESC LIMIT ?",
-        [limit],
-    ).fetchall()
+    rows = history.latest_iterations(db, limit)
     for number, intent, decision, outcome, merged, duration, tokens, cost, phase in reversed(rows):
         table.add_row(
             str(number),
@@ -44,16 +40,9 @@ def _clip(text: str, width: int) -> str:
 
 def show_iteration(db: Database, number: int) -> str:
     """A plain-text account of iteration `number`."""
-    row = db.execute("SELECT * FROM iterations WHERE number = ?", [number]).fetchone()
-    if row is None:
+    it = history.iteration(db, number)
+    if it is None:
         raise InputError(f"no iteration {number} (see `soda history`)")
-    it = dict(
-        zip(
-            [c[0] for c in db.execute("SELECT * FROM iterations LIMIT 0").description],
-            row,
-            strict=True,
-        )
-    )
     lines = [
         f"iteration {number} (run {it['run_id']}), started {it['started_at']}, "
         + (
@@ -131,11 +120,7 @@ def _act_summary(raw: str | None) -> list[str]:
 
 
 def _human_summary(db: Database, number: int) -> list[str]:
-    rows = db.execute(
-        "SELECT id, kind, payload_json, response FROM human_inputs"
-        " WHERE applied_iteration = ? ORDER BY id",
-        [number],
-    ).fetchall()
+    rows = human_inputs.applied_in(db, number)
     if not rows:
         return []
     lines = ["", "HUMAN INPUT"]
@@ -147,11 +132,7 @@ def _human_summary(db: Database, number: int) -> list[str]:
 
 
 def _halt_summary(db: Database, iteration_id: int) -> list[str]:
-    rows = db.execute(
-        "SELECT agent, error_type, message, violation_path, violation_rule FROM halts"
-        " WHERE iteration_id = ?",
-        [iteration_id],
-    ).fetchall()
+    rows = history.halts_in(db, iteration_id)
     lines = []
     for agent, error_type, message, path, rule in rows:
         lines += ["", "HALT", f"  {error_type} from {agent or 'soda'}: {message}"]
@@ -161,12 +142,7 @@ def _halt_summary(db: Database, iteration_id: int) -> list[str]:
 
 
 def _calls_summary(db: Database, iteration_id: int) -> list[str]:
-    rows = db.execute(
-        "SELECT agent, model, turn, input_tokens, output_tokens, cache_creation_tokens,"
-        " cache_read_tokens, cost_usd, latency_ms, stop_reason FROM agent_calls"
-        " WHERE iteration_id = ? ORDER BY id",
-        [iteration_id],
-    ).fetchall()
+    rows = history.calls_in(db, iteration_id)
     if not rows:
         return []
     lines = [

@@ -35,7 +35,7 @@ from soda.errors import (
 from soda.events import Events
 from soda.llm.base import Message, Model, ModelRequest, ModelResponse, ToolResult, ToolSpec
 from soda.resources import resource_dir
-from soda.store.db import dumps, now
+from soda.store import agent_calls
 
 SUBMIT = "submit"
 GIVE_UP = "cannot_complete"
@@ -239,36 +239,16 @@ class CallRecorder:
     def __call__(self, agent: str, response: ModelResponse, turn: int) -> None:
         usage = response.usage
         cost = usage.cost(self.config.model.prices.get(response.model))
-        with self.db.conn:
-            self.db["agent_calls"].insert(
-                {
-                    "run_id": self.run_id,
-                    "iteration_id": self.iteration_id,
-                    "agent": agent,
-                    "provider": self.provider,
-                    "model": response.model,
-                    "turn": turn,
-                    "started_at": now(),
-                    "latency_ms": response.latency_ms,
-                    "input_tokens": usage.input_tokens,
-                    "output_tokens": usage.output_tokens,
-                    "cache_creation_tokens": usage.cache_creation_tokens,
-                    "cache_read_tokens": usage.cache_read_tokens,
-                    "cost_usd": cost,
-                    "stop_reason": response.stop_reason,
-                    "response_json": dumps(response.raw),
-                }
-            )
+        agent_calls.record(
+            self.db, self.run_id, self.iteration_id, agent, self.provider, turn, response, cost
+        )
         self.tokens_in += usage.input_tokens + usage.cache_creation_tokens + usage.cache_read_tokens
         self.tokens_out += usage.output_tokens
         self.cost_usd += cost
         self._check_budget()
 
     def run_cost(self) -> float:
-        row = self.db.execute(
-            "SELECT COALESCE(SUM(cost_usd), 0) FROM agent_calls WHERE run_id IS ?", [self.run_id]
-        ).fetchone()
-        return float(row[0])
+        return agent_calls.run_cost(self.db, self.run_id)
 
     def _check_budget(self) -> None:
         budget = self.config.budget

@@ -29,6 +29,7 @@ from soda.contracts import (
     TaskBrief,
     WorkClaims,
 )
+from soda.store import agent_calls, human_inputs, learnings, runs
 from soda.trace import SqliteTracker, Task
 
 MAX_COMMITS = 20
@@ -154,24 +155,12 @@ def work_claims(inp: SenseInput) -> WorkClaims:
 
 def project_claims(inp: SenseInput) -> ProjectClaims:
     window = max(MAX_RECENT_ITERATIONS, inp.config.loop.loop_window)
-    rows = inp.db.execute(
-        "SELECT number, intent, decision, outcome, decision_reason FROM iterations"
-        " WHERE run_id = ? AND number < ? ORDER BY number DESC LIMIT ?",
-        [inp.run_id, inp.iteration, window],
-    ).fetchall()
+    rows = runs.recent_iterations(inp.db, inp.run_id, inp.iteration, window)
     recent = [
         IterationBrief(number=n, intent=i, decision=d, outcome=o, summary=s)
         for n, i, d, o, s in rows
     ]
-    cost = inp.db.execute(
-        "SELECT COALESCE(SUM(cost_usd), 0) FROM agent_calls WHERE run_id = ?", [inp.run_id]
-    ).fetchone()[0]
-    learnings = [
-        row[0]
-        for row in inp.db.execute(
-            "SELECT text FROM learnings WHERE active = 1 ORDER BY id DESC LIMIT ?", [MAX_LEARNINGS]
-        )
-    ]
+    cost = agent_calls.run_cost(inp.db, inp.run_id)
     budget = inp.config.budget
     return ProjectClaims(
         iteration=inp.iteration,
@@ -184,7 +173,7 @@ def project_claims(inp: SenseInput) -> ProjectClaims:
             tokens_this_iteration=0,
             max_tokens_per_iteration=budget.max_tokens_per_iteration,
         ),
-        learnings=learnings,
+        learnings=learnings.active(inp.db, MAX_LEARNINGS),
     )
 
 
@@ -208,22 +197,15 @@ def loop_status(recent: list[IterationBrief], window: int, threshold: int) -> Lo
 
 
 def human_claims(db: Database) -> HumanClaims:
-    rows = db.execute(
-        "SELECT id, kind, payload_json, received_at FROM human_inputs WHERE status = 'pending'"
-        f" AND kind NOT IN ({', '.join(repr(k) for k in NOT_FOR_ORIENT)})"
-        " ORDER BY id LIMIT ?",
-        [MAX_HUMAN],
-    ).fetchall()
+    rows = human_inputs.pending_except_kinds(db, NOT_FOR_ORIENT, MAX_HUMAN)
     pending = [
         HumanItem(
             id=i, kind=k, text=describe(HumanInput.model_validate(json.loads(p))), received_at=r
         )
-        for i, k, p, r in rows
+        for i, k, p, r, _source_file in rows
     ]
-    last = db.execute(
-        "SELECT kind FROM human_inputs WHERE kind IN ('pause', 'resume') ORDER BY id DESC LIMIT 1"
-    ).fetchone()
-    return HumanClaims(pending=pending, paused=bool(last and last[0] == "pause"))
+    last = human_inputs.latest_kind(db, ("pause", "resume"))
+    return HumanClaims(pending=pending, paused=last == "pause")
 
 
 def describe(item: HumanInput) -> str:

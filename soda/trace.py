@@ -9,45 +9,15 @@ change refreshes `updated_at`. Comments carry their author: an agent's name,
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-from typing import Any, Literal
-
 from sqlite_utils import Database
 
 from soda.errors import InputError
-from soda.store.db import now
+from soda.store import tasks as task_rows
+from soda.store.tasks import Comment, Status, Task
 
-Status = Literal["open", "in_progress", "blocked", "closed"]
+__all__ = ["STATUSES", "Comment", "SqliteTracker", "Status", "Task", "render_tree"]
+
 STATUSES: tuple[str, ...] = ("open", "in_progress", "blocked", "closed")
-
-
-@dataclass(frozen=True)
-class Task:
-    id: int
-    milestone: str
-    parent_id: int | None
-    title: str
-    description: str
-    status: Status
-    status_reason: str | None
-    risk: str
-    created_at: str
-    updated_at: str
-    closed_at: str | None
-
-
-@dataclass(frozen=True)
-class Comment:
-    id: int
-    task_id: int
-    author: str
-    body: str
-    iteration_id: int | None
-    created_at: str
-
-
-_TASK_COLUMNS = ", ".join(Task.__dataclass_fields__)
-_COMMENT_COLUMNS = ", ".join(Comment.__dataclass_fields__)
 
 
 class SqliteTracker:
@@ -60,35 +30,18 @@ class SqliteTracker:
     # --- reading ---------------------------------------------------------------
 
     def show(self, task_id: int) -> Task:
-        row = self.db.execute(
-            f"SELECT {_TASK_COLUMNS} FROM tasks WHERE id = ? AND milestone = ?",
-            [task_id, self.milestone],
-        ).fetchone()
-        if row is None:
+        task = task_rows.get(self.db, self.milestone, task_id)
+        if task is None:
             raise InputError(f"no task {task_id} in milestone {self.milestone}")
-        return Task(*row)
+        return task
 
     def list(self, status: str | None = None, limit: int | None = None) -> list[Task]:
         if status is not None and status not in STATUSES:
             raise InputError(f"unknown status {status!r}; use one of {', '.join(STATUSES)}")
-        sql = f"SELECT {_TASK_COLUMNS} FROM tasks WHERE milestone = ?"
-        params: list[Any] = [self.milestone]
-        if status:
-            sql += " AND status = ?"
-            params.append(status)
-        sql += " ORDER BY id"
-        if limit is not None:
-            sql += " LIMIT ?"
-            params.append(limit)
-        return [Task(*row) for row in self.db.execute(sql, params)]
+        return task_rows.of_milestone(self.db, self.milestone, status, limit)
 
     def root(self) -> Task | None:
-        row = self.db.execute(
-            f"SELECT {_TASK_COLUMNS} FROM tasks WHERE milestone = ? AND parent_id IS NULL"
-            " ORDER BY id LIMIT 1",
-            [self.milestone],
-        ).fetchone()
-        return Task(*row) if row else None
+        return task_rows.root(self.db, self.milestone)
 
     def ready(self) -> list[Task]:
         """Open tasks. The root (the whole spec) counts only while it has no unclosed
@@ -106,29 +59,13 @@ class SqliteTracker:
 
     def comments(self, task_id: int, limit: int | None = None) -> list[Comment]:
         self.show(task_id)
-        rows = self.db.execute(
-            f"SELECT {_COMMENT_COLUMNS} FROM task_comments WHERE task_id = ? ORDER BY id"
-            + (" LIMIT ?" if limit else ""),
-            [task_id, limit] if limit else [task_id],
-        )
-        return [Comment(*row) for row in rows]
+        return task_rows.comments(self.db, task_id, limit)
 
     def recent_comments(self, limit: int) -> list[Comment]:
-        rows = self.db.execute(
-            f"SELECT {', '.join('c.' + c for c in Comment.__dataclass_fields__)}"
-            " FROM task_comments c JOIN tasks t ON t.id = c.task_id"
-            " WHERE t.milestone = ? ORDER BY c.id DESC LIMIT ?",
-            [self.milestone, limit],
-        )
-        return [Comment(*row) for row in rows]
+        return task_rows.recent_comments(self.db, self.milestone, limit)
 
     def recently_closed(self, limit: int) -> list[Task]:
-        rows = self.db.execute(
-            f"SELECT {_TASK_COLUMNS} FROM tasks WHERE milestone = ? AND status = 'closed'"
-            " ORDER BY closed_at DESC, id DESC LIMIT ?",
-            [self.milestone, limit],
-        )
-        return [Task(*row) for row in rows]
+        return task_rows.recently_closed(self.db, self.milestone, limit)
 
     # --- writing ---------------------------------------------------------------
 
@@ -139,25 +76,10 @@ class SqliteTracker:
             raise InputError("a task needs a title")
         if parent_id is not None:
             self.show(parent_id)
-        stamp = now()
-        with self.db.conn:
-            task_id = (
-                self.db["tasks"]
-                .insert(
-                    {
-                        "milestone": self.milestone,
-                        "parent_id": parent_id,
-                        "title": title.strip(),
-                        "description": description,
-                        "status": "open",
-                        "risk": risk,
-                        "created_at": stamp,
-                        "updated_at": stamp,
-                    }
-                )
-                .last_pk
-            )
-        return self.show(int(task_id))
+        task_id = task_rows.insert(
+            self.db, self.milestone, title.strip(), description, parent_id, risk
+        )
+        return self.show(task_id)
 
     def start(self, task_id: int) -> Task:
         return self._move(task_id, "in_progress", None, allowed=("open", "in_progress"))
@@ -186,25 +108,7 @@ class SqliteTracker:
         self.show(task_id)
         if not body.strip():
             raise InputError(f"an empty comment on task {task_id}")
-        with self.db.conn:
-            comment_id = (
-                self.db["task_comments"]
-                .insert(
-                    {
-                        "task_id": task_id,
-                        "author": author,
-                        "body": body,
-                        "iteration_id": iteration_id,
-                        "created_at": now(),
-                    }
-                )
-                .last_pk
-            )
-            self.db.execute("UPDATE tasks SET updated_at = ? WHERE id = ?", [now(), task_id])
-        row = self.db.execute(
-            f"SELECT {_COMMENT_COLUMNS} FROM task_comments WHERE id = ?", [comment_id]
-        ).fetchone()
-        return Comment(*row)
+        return task_rows.add_comment(self.db, task_id, author, body, iteration_id)
 
     def _move(
         self, task_id: int, status: str, reason: str | None, allowed: tuple[str, ...]
@@ -212,17 +116,7 @@ class SqliteTracker:
         task = self.show(task_id)
         if task.status not in allowed:
             raise InputError(f"task {task_id} is {task.status}; cannot make it {status}")
-        stamp = now()
-        with self.db.conn:
-            self.db["tasks"].update(
-                task_id,
-                {
-                    "status": status,
-                    "status_reason": reason,
-                    "updated_at": stamp,
-                    "closed_at": stamp if status == "closed" else None,
-                },
-            )
+        task_rows.set_status(self.db, task_id, status, reason)
         return self.show(task_id)
 
 

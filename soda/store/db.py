@@ -37,3 +37,13 @@ def open_db(path: Path) -> Database:
 def dumps(value: Any) -> str:
     """JSON for a column: stable key order, non-ASCII kept readable."""
     return json.dumps(value, ensure_ascii=False, sort_keys=True, default=str)
+
+
+def migration_count(db: Database) -> int:
+    """How many migrations the database has had applied."""
+    return int(db.execute("SELECT count(*) FROM _migrations").fetchone()[0])
+
+
+def journal_mode(db: Database) -> str:
+    """SQLite's journal mode for the file (soda opens it in `wal`)."""
+    return str(db.execute("PRAGMA journal_mode").fetchone()[0])

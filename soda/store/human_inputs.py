@@ -63,6 +63,17 @@ def pending_of_kinds(db: Database, kinds: Iterable[str], limit: int) -> list[Row
     ).fetchall()
 
 
+def pending_except_kinds(db: Database, kinds: Iterable[str], limit: int) -> list[Row]:
+    """At most `limit` pending rows of any kind but `kinds`, in id order."""
+    chosen = sorted(set(kinds))
+    marks = ", ".join("?" for _ in chosen)
+    return db.execute(
+        f"SELECT {_COLUMNS} FROM human_inputs WHERE status = 'pending'"
+        f" AND kind NOT IN ({marks}) ORDER BY id LIMIT ?",
+        [*chosen, limit],
+    ).fetchall()
+
+
 def pending_count(db: Database) -> int:
     return int(
         db.execute("SELECT count(*) FROM human_inputs WHERE status = 'pending'").fetchone()[0]

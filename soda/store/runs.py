@@ -52,3 +52,83 @@ def save_iteration(db: Database, iteration_id: int, columns: dict[str, Any]) -> 
 def record_halt(db: Database, row: dict[str, Any]) -> None:
     with db.conn:
         db["halts"].insert({**row, "created_at": now()})
+
+
+# --- reading -------------------------------------------------------------------
+
+
+def recent_iterations(
+    db: Database, run_id: int, before: int, limit: int
+) -> list[tuple[int, str | None, str | None, str | None, str | None]]:
+    """number, intent, decision, outcome and decision_reason of run `run_id`'s
+    iterations numbered below `before`, newest first."""
+    return db.execute(
+        "SELECT number, intent, decision, outcome, decision_reason FROM iterations"
+        " WHERE run_id = ? AND number < ? ORDER BY number DESC LIMIT ?",
+        [run_id, before, limit],
+    ).fetchall()
+
+
+def unfinished_iteration(db: Database) -> tuple[int, str] | None:
+    """number and phase of the newest iteration without an end."""
+    return db.execute(
+        "SELECT number, phase FROM iterations WHERE ended_at IS NULL ORDER BY number DESC LIMIT 1"
+    ).fetchone()
+
+
+def last_decision(db: Database) -> tuple[str, str | None] | None:
+    """decision and decision_reason of the newest iteration that decided."""
+    return db.execute(
+        "SELECT decision, decision_reason FROM iterations WHERE decision IS NOT NULL"
+        " ORDER BY number DESC LIMIT 1"
+    ).fetchone()
+
+
+# --- crash recovery ------------------------------------------------------------
+
+
+def running(db: Database) -> list[tuple[int, int | None]]:
+    """id and pid of every run still marked running."""
+    return db.execute("SELECT id, pid FROM runs WHERE status = 'running'").fetchall()
+
+
+def abort_runs(db: Database, run_ids: list[int], reason: str) -> list[int]:
+    """Mark the runs aborted with `reason`, and their unfinished iterations aborted
+    in the phase they reached, in one transaction; returns those iterations' numbers."""
+    aborted = []
+    stamp = now()
+    with db.conn:
+        for run_id in run_ids:
+            rows = db.execute(
+                "SELECT id, number, phase FROM iterations WHERE run_id = ? AND ended_at IS NULL",
+                [run_id],
+            ).fetchall()
+            for iteration_id, number, phase in rows:
+                db["iterations"].update(
+                    iteration_id,
+                    {"outcome": "aborted", "error": f"aborted in phase {phase}", "ended_at": stamp},
+                )
+                aborted.append(number)
+            db["runs"].update(
+                run_id, {"status": "aborted", "ended_at": stamp, "final_reason": reason}
+            )
+    return aborted
+
+
+def milestone_branches(db: Database) -> list[str]:
+    """Every milestone branch a run has worked on."""
+    return [row[0] for row in db.execute("SELECT DISTINCT milestone_branch FROM runs")]
+
+
+def iteration_on_branch(
+    db: Database, number: int, branch: str
+) -> tuple[int, int, str | None, str | None, str, str | None, str, str] | None:
+    """Iteration `number` if a run on milestone branch `branch` ran it: its id,
+    run_id, outcome, merged_commit, started_at, ended_at, phase and the run's
+    milestone."""
+    return db.execute(
+        "SELECT i.id, i.run_id, i.outcome, i.merged_commit, i.started_at, i.ended_at,"
+        " i.phase, r.milestone FROM iterations i JOIN runs r ON r.id = i.run_id"
+        " WHERE i.number = ? AND r.milestone_branch = ?",
+        [number, branch],
+    ).fetchone()

@@ -1,0 +1,190 @@
+"""The `tasks` and `task_comments` tables (Trace): every query about them, by name.
+
+The rules (which status may follow which, reasons, scoping to a milestone's
+tree) live in `soda.trace.SqliteTracker`; this module only reads and writes
+rows. Reads are scoped to one milestone where a task id alone could name another
+milestone's task.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, Literal
+
+from sqlite_utils import Database
+
+from soda.store.db import now
+
+Status = Literal["open", "in_progress", "blocked", "closed"]
+
+
+@dataclass(frozen=True)
+class Task:
+    id: int
+    milestone: str
+    parent_id: int | None
+    title: str
+    description: str
+    status: Status
+    status_reason: str | None
+    risk: str
+    created_at: str
+    updated_at: str
+    closed_at: str | None
+
+
+@dataclass(frozen=True)
+class Comment:
+    id: int
+    task_id: int
+    author: str
+    body: str
+    iteration_id: int | None
+    created_at: str
+
+
+_TASK_COLUMNS = ", ".join(Task.__dataclass_fields__)
+_COMMENT_COLUMNS = ", ".join(Comment.__dataclass_fields__)
+
+
+# --- tasks ---------------------------------------------------------------------
+
+
+def get(db: Database, milestone: str, task_id: int) -> Task | None:
+    """Task `task_id` if it belongs to `milestone`."""
+    row = db.execute(
+        f"SELECT {_TASK_COLUMNS} FROM tasks WHERE id = ? AND milestone = ?",
+        [task_id, milestone],
+    ).fetchone()
+    return Task(*row) if row else None
+
+
+def of_milestone(
+    db: Database, milestone: str, status: str | None = None, limit: int | None = None
+) -> list[Task]:
+    """The milestone's tasks in id order, optionally of one status, at most `limit`."""
+    sql = f"SELECT {_TASK_COLUMNS} FROM tasks WHERE milestone = ?"
+    params: list[Any] = [milestone]
+    if status:
+        sql += " AND status = ?"
+        params.append(status)
+    sql += " ORDER BY id"
+    if limit is not None:
+        sql += " LIMIT ?"
+        params.append(limit)
+    return [Task(*row) for row in db.execute(sql, params)]
+
+
+def root(db: Database, milestone: str) -> Task | None:
+    """The milestone's first task without a parent: the spec itself."""
+    row = db.execute(
+        f"SELECT {_TASK_COLUMNS} FROM tasks WHERE milestone = ? AND parent_id IS NULL"
+        " ORDER BY id LIMIT 1",
+        [milestone],
+    ).fetchone()
+    return Task(*row) if row else None
+
+
+def recently_closed(db: Database, milestone: str, limit: int) -> list[Task]:
+    """The milestone's closed tasks, last closed first."""
+    rows = db.execute(
+        f"SELECT {_TASK_COLUMNS} FROM tasks WHERE milestone = ? AND status = 'closed'"
+        " ORDER BY closed_at DESC, id DESC LIMIT ?",
+        [milestone, limit],
+    )
+    return [Task(*row) for row in rows]
+
+
+def in_progress(db: Database) -> list[tuple[int, str]]:
+    """(id, milestone) of every in_progress task, whatever its milestone."""
+    return db.execute("SELECT id, milestone FROM tasks WHERE status = 'in_progress'").fetchall()
+
+
+def insert(
+    db: Database, milestone: str, title: str, description: str, parent_id: int | None, risk: str
+) -> int:
+    """Add an open task in its own transaction; returns its id."""
+    stamp = now()
+    with db.conn:
+        task_id = (
+            db["tasks"]
+            .insert(
+                {
+                    "milestone": milestone,
+                    "parent_id": parent_id,
+                    "title": title,
+                    "description": description,
+                    "status": "open",
+                    "risk": risk,
+                    "created_at": stamp,
+                    "updated_at": stamp,
+                }
+            )
+            .last_pk
+        )
+    return int(task_id)
+
+
+def set_status(db: Database, task_id: int, status: str, reason: str | None) -> None:
+    """Give a task a status and its reason; `closed_at` is set when closing and
+    cleared otherwise."""
+    stamp = now()
+    with db.conn:
+        db["tasks"].update(
+            task_id,
+            {
+                "status": status,
+                "status_reason": reason,
+                "updated_at": stamp,
+                "closed_at": stamp if status == "closed" else None,
+            },
+        )
+
+
+# --- comments ------------------------------------------------------------------
+
+
+def comments(db: Database, task_id: int, limit: int | None = None) -> list[Comment]:
+    """A task's comments, oldest first; all of them when `limit` is None or 0."""
+    rows = db.execute(
+        f"SELECT {_COMMENT_COLUMNS} FROM task_comments WHERE task_id = ? ORDER BY id"
+        + (" LIMIT ?" if limit else ""),
+        [task_id, limit] if limit else [task_id],
+    )
+    return [Comment(*row) for row in rows]
+
+
+def recent_comments(db: Database, milestone: str, limit: int) -> list[Comment]:
+    """Comments on any of the milestone's tasks, newest first."""
+    rows = db.execute(
+        f"SELECT {', '.join('c.' + c for c in Comment.__dataclass_fields__)}"
+        " FROM task_comments c JOIN tasks t ON t.id = c.task_id"
+        " WHERE t.milestone = ? ORDER BY c.id DESC LIMIT ?",
+        [milestone, limit],
+    )
+    return [Comment(*row) for row in rows]
+
+
+def add_comment(
+    db: Database, task_id: int, author: str, body: str, iteration_id: int | None
+) -> Comment:
+    """Add a comment and refresh the task's `updated_at`, in one transaction."""
+    with db.conn:
+        comment_id = (
+            db["task_comments"]
+            .insert(
+                {
+                    "task_id": task_id,
+                    "author": author,
+                    "body": body,
+                    "iteration_id": iteration_id,
+                    "created_at": now(),
+                }
+            )
+            .last_pk
+        )
+        db.execute("UPDATE tasks SET updated_at = ? WHERE id = ?", [now(), task_id])
+    row = db.execute(
+        f"SELECT {_COMMENT_COLUMNS} FROM task_comments WHERE id = ?", [comment_id]
+    ).fetchone()
+    return Comment(*row)
