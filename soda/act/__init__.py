@@ -6,7 +6,7 @@
               commit* on a clean checkout, gate, compare-and-swap the ref
 
 Agent commands and test runs execute in the jail (`soda.jail`). The work tree
-comes from the checkout pool (`soda.act.checkouts`) and is released, its branch
+comes from the checkout pool (`soda.checkouts`) and is released, its branch
 deleted, whatever happened. Trace learns the result: completed tasks close only
 when their work merged.
 """
@@ -17,20 +17,20 @@ import contextlib
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
-from soda.act.checkouts import tested
 from soda.act.execute import ExecutionReport, TaskOutcome, execute_plan
-from soda.act.gate import GateResult, gate, infrastructure_changes
-from soda.act.tests import TestReport, report_kind
-from soda.act.workspace import Workspace, land, prepare_merge
 from soda.context import Iteration, TaskScope
 from soda.contracts import ExecuteResult, IterationPlan
 from soda.errors import GitError, InputError, StructuralError
+from soda.gate import milestone_tests, tested
+from soda.gate.rules import GateResult, gate, infrastructure_changes
+from soda.gate.runner import TestReport, report_kind
 from soda.human.approval import Verdict, await_approval, needs_approval
 from soda.runtime import load_agent
 from soda.session import Session
 from soda.store import learnings
 from soda.tools import worktree_tools
 from soda.tools.sandbox import Sandbox
+from soda.workspace import Workspace, land, prepare_merge
 
 
 @dataclass
@@ -86,35 +86,6 @@ def act(
         return result
     finally:
         session.checkouts.release(ws)
-
-
-def milestone_tests(session: Session) -> TestReport:
-    """The milestone tip's tests on a clean checkout (cached by tree id)."""
-    tip = session.repo.git.rev_parse(session.milestone.branch)
-    report, _ = tested(session.config, session.jail, session.db, session.checkouts, tip)
-    return report
-
-
-def confirm_done(session: Session) -> str | None:
-    """Before DONE is recorded: the milestone tip's tests, on a clean checkout,
-    must pass. None when they do, else the reason DONE is refused."""
-    session.jail.ensure_available()
-    report = milestone_tests(session)
-    session.events.emit("done.tests", {"summary": report.summary()})
-    if report.timed_out:
-        return "DONE refused: the tests time out on the milestone tip"
-    if report.detailed and report.failed:
-        firsts = {
-            name: (text.splitlines() or ["failed"])[0] for name, text in report.failures.items()
-        }
-        shown = "; ".join(
-            f"{name}: {firsts.get(name, 'failed')}" for name in sorted(report.failed)[:5]
-        )
-        return f"DONE refused: {len(report.failed)} test(s) fail on the milestone tip: {shown}"
-    if not report.detailed and report.returncode != 0:
-        why = report.problem or f"the test command exits {report.returncode}"
-        return f"DONE refused: {why} on the milestone tip"
-    return None
 
 
 def _check_baseline(baseline: TestReport) -> None:

@@ -1,6 +1,6 @@
 """Running the project's tests in the jail and reading what they did.
 
-A run happens on a clean checkout of one commit (see `soda.act.checkouts`), in
+A run happens on a clean checkout of one commit (see `soda.checkouts`), in
 the jail, and yields a `TestReport`: per-test results when a JUnit XML report is
 available, the exit code otherwise. Where the report comes from:
 

@@ -24,21 +24,14 @@ run ends, recovery after a crash.
 from __future__ import annotations
 
 import contextlib
-import hashlib
 import shutil
 from pathlib import Path
 
 import git
 from git import Repo
-from sqlite_utils import Database
 
-from soda.act.gate import own_modules
-from soda.act.tests import TestReport, report_kind, run_tests
-from soda.act.workspace import Workspace, _git, branch_head, is_sha, tree_of
-from soda.config import Config
 from soda.errors import GitError
-from soda.jail import Jail
-from soda.store import test_results
+from soda.workspace import Workspace, _git, branch_head, is_sha
 
 VIEW = "view"
 WORK = "work"
@@ -128,53 +121,3 @@ class Checkouts:
 
     def _in(self, path: Path, *args: str) -> str:
         return _git(self.repo, "-C", str(path), *args)
-
-
-def setup_key(config: Config, jail: Jail) -> str:
-    """Everything besides the tree that decides a test run's result: the command,
-    the report, the jail, and the environment the tests import from (what is
-    bound and exposed, and when those directories last changed: reinstalling the
-    project there gives a new key)."""
-    parts = [
-        config.project.test_command,
-        report_kind(config),
-        config.gate.junit or "",
-        jail.mode,
-        str(jail.network),
-        *map(str, jail.expose),
-        *jail.bind_ignored,
-        *_environment_stamps(jail),
-    ]
-    return hashlib.sha256("\0".join(parts).encode()).hexdigest()[:16]
-
-
-def _environment_stamps(jail: Jail) -> list[str]:
-    dirs = [jail.repo_root / name for name in jail.bind_ignored] + list(jail.expose)
-    stamps = []
-    for directory in dirs:
-        for path in (directory, *directory.glob("lib/python*/site-packages")):
-            with contextlib.suppress(OSError):
-                stamps.append(f"{path}:{path.stat().st_mtime_ns}")
-    return stamps
-
-
-def tested(
-    config: Config, jail: Jail, db: Database, checkouts: Checkouts, commit: str
-) -> tuple[TestReport, bool]:
-    """The test results of `commit` on a clean checkout, from the cache when its
-    tree was tested before; the flag says whether they were cached."""
-    repo = checkouts.repo
-    tree = tree_of(repo, commit)
-    setup = setup_key(config, jail)
-    hit = test_results.cached(db, tree, setup)
-    if hit is not None:
-        return TestReport.from_json(hit), True
-    path = checkouts.view(commit, run=True)
-    # Only pytest runs report which modules they imported (see soda.act.tests).
-    own = own_modules(repo, commit) if report_kind(config) == "pytest" else frozenset()
-    report = run_tests(config, jail, path, own)
-    # A run that could not be judged is not remembered: its cause is usually the
-    # environment, which the person fixes without changing the tree.
-    if not (report.timed_out or report.problem or report.foreign_imports):
-        test_results.store(db, tree, setup, commit, report.summary(), report.to_json())
-    return report, False

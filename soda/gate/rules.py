@@ -1,7 +1,7 @@
 """The gate: what must hold before a commit merges into the milestone branch.
 
 `baseline` is the milestone tip's test run, `after` the candidate merge commit's,
-both on clean checkouts in the jail (see `soda.act.tests`). The rules, in order:
+both on clean checkouts in the jail (see `soda.gate.runner`). The rules, in order:
 
 1. the run finished in time, and where a per-test report was asked for (pytest,
    `gate.junit`) it exists and reads; otherwise the merge is refused (fail closed);
@@ -26,7 +26,7 @@ from pathlib import PurePosixPath
 
 from git import Repo
 
-from soda.act.tests import TestReport
+from soda.gate.runner import TestReport
 
 SHOWN = 5
 

@@ -1,7 +1,7 @@
 """The iteration's workspace: a git worktree on a fresh branch from the milestone.
 
 The user's checkout is never touched: soda works in a worktree under
-`state/worktrees/` (the pool's `work`, see `soda.act.checkouts`) on branch
+`state/worktrees/` (the pool's `work`, see `soda.checkouts`) on branch
 `soda-work/<milestone>/iter-N`, forked from the milestone branch, and moves the
 milestone branch only by writing a merge commit object and compare-and-swapping
 the ref (see `merge_into_milestone`).

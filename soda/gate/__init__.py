@@ -1,0 +1,106 @@
+"""The gate's services, shared by ACT (baseline, the merge gate) and DECIDE
+(DONE is confirmed by the tests), on the pool's clean checkouts (soda.checkouts):
+
+    runner.py   run the test command in the jail, read its per-test report
+    rules.py    what must hold before a commit merges (gate, infrastructure_changes)
+    here        `tested`: results cached by tree id; the milestone tip's tests;
+                `confirm_done`
+"""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+from typing import TYPE_CHECKING
+
+from sqlite_utils import Database
+
+from soda.checkouts import Checkouts
+from soda.config import Config
+from soda.gate.rules import own_modules
+from soda.gate.runner import TestReport, report_kind, run_tests
+from soda.jail import Jail
+from soda.store import test_results
+from soda.workspace import branch_head, tree_of
+
+if TYPE_CHECKING:
+    from soda.session import Session
+
+
+def setup_key(config: Config, jail: Jail) -> str:
+    """Everything besides the tree that decides a test run's result: the command,
+    the report, the jail, and the environment the tests import from (what is
+    bound and exposed, and when those directories last changed: reinstalling the
+    project there gives a new key)."""
+    parts = [
+        config.project.test_command,
+        report_kind(config),
+        config.gate.junit or "",
+        jail.mode,
+        str(jail.network),
+        *map(str, jail.expose),
+        *jail.bind_ignored,
+        *_environment_stamps(jail),
+    ]
+    return hashlib.sha256("\0".join(parts).encode()).hexdigest()[:16]
+
+
+def _environment_stamps(jail: Jail) -> list[str]:
+    dirs = [jail.repo_root / name for name in jail.bind_ignored] + list(jail.expose)
+    stamps = []
+    for directory in dirs:
+        for path in (directory, *directory.glob("lib/python*/site-packages")):
+            with contextlib.suppress(OSError):
+                stamps.append(f"{path}:{path.stat().st_mtime_ns}")
+    return stamps
+
+
+def tested(
+    config: Config, jail: Jail, db: Database, checkouts: Checkouts, commit: str
+) -> tuple[TestReport, bool]:
+    """The test results of `commit` on a clean checkout, from the cache when its
+    tree was tested before; the flag says whether they were cached."""
+    repo = checkouts.repo
+    tree = tree_of(repo, commit)
+    setup = setup_key(config, jail)
+    hit = test_results.cached(db, tree, setup)
+    if hit is not None:
+        return TestReport.from_json(hit), True
+    path = checkouts.view(commit, run=True)
+    # Only pytest runs report which modules they imported (see soda.gate.runner).
+    own = own_modules(repo, commit) if report_kind(config) == "pytest" else frozenset()
+    report = run_tests(config, jail, path, own)
+    # A run that could not be judged is not remembered: its cause is usually the
+    # environment, which the person fixes without changing the tree.
+    if not (report.timed_out or report.problem or report.foreign_imports):
+        test_results.store(db, tree, setup, commit, report.summary(), report.to_json())
+    return report, False
+
+
+def milestone_tests(session: Session) -> TestReport:
+    """The milestone tip's tests on a clean checkout (cached by tree id)."""
+    tip = branch_head(session.repo, session.milestone.branch)
+    report, _ = tested(session.config, session.jail, session.db, session.checkouts, tip)
+    return report
+
+
+def confirm_done(session: Session) -> str | None:
+    """Before DONE is recorded: the milestone tip's tests, on a clean checkout,
+    must pass. None when they do, else the reason DONE is refused."""
+    session.jail.ensure_available()
+    report = milestone_tests(session)
+    session.events.emit("done.tests", {"summary": report.summary()})
+    if report.timed_out:
+        return "DONE refused: the tests time out on the milestone tip"
+    if report.detailed and report.failed:
+        firsts = {
+            name: (text.splitlines() or ["failed"])[0] for name, text in report.failures.items()
+        }
+        shown = "; ".join(
+            f"{name}: {firsts.get(name, 'failed')}" for name in sorted(report.failed)[:5]
+        )
+        return f"DONE refused: {len(report.failed)} test(s) fail on the milestone tip: {shown}"
+    if not report.detailed and report.returncode != 0:
+        why = report.problem or f"the test command exits {report.returncode}"
+        return f"DONE refused: {why} on the milestone tip"
+    return None
