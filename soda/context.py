@@ -22,10 +22,10 @@ from soda.store import runs
 from soda.store.db import now
 
 if TYPE_CHECKING:
-    from soda.act.tests import TestReport
-    from soda.act.workspace import Workspace
     from soda.contracts import PlanTask
+    from soda.gate.runner import TestReport
     from soda.runtime import CallRecorder
+    from soda.workspace import Workspace
 
 
 @dataclass

@@ -25,11 +25,11 @@ from pathlib import Path
 
 import git
 
-from soda.act.checkouts import Checkouts
-from soda.act.gate import own_modules
-from soda.act.tests import report_kind, run_tests
+from soda.checkouts import Checkouts
 from soda.config import Config, find_config, load
 from soda.errors import SodaError
+from soda.gate.rules import own_modules
+from soda.gate.runner import report_kind, run_tests
 from soda.git import open_repo
 from soda.jail import Jail
 from soda.llm import make_model

@@ -19,6 +19,7 @@ from soda.runtime import load_agent
 from soda.session import Session
 from soda.tools import read_only_tools
 from soda.tools.sandbox import Sandbox
+from soda.workspace import branch_head
 
 PLAN_REPAIRS = 3
 
@@ -28,7 +29,7 @@ def orient(session: Session, claims: Claims, number: int) -> Orientation:
     # there, so it is usually in place already). It lives inside state/, so
     # everything outside it (the database included) is out of the tools' reach;
     # only .git inside it needs denying.
-    path = session.checkouts.view(session.repo.git.rev_parse(session.milestone.branch))
+    path = session.checkouts.view(branch_head(session.repo, session.milestone.branch))
     sandbox = Sandbox(path)
     tools = read_only_tools(sandbox)
     inputs = {"spec": session.spec_text(), "claims": claims}

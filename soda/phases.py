@@ -13,14 +13,14 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from soda.act import confirm_done
-from soda.act.workspace import land_on_base
 from soda.context import Iteration
 from soda.contracts import Claims, Orientation
 from soda.decide import Budget, Control, Decision, Kind, LoopState, decide
+from soda.gate import confirm_done
 from soda.orient import apply_orientation, orient
 from soda.sense import SenseInput, sense
 from soda.session import Session
+from soda.workspace import land_on_base
 
 Printer = Callable[[str], None]
 

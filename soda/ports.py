@@ -9,7 +9,7 @@ Each port has one real implementation and, where tests need one, a fake:
     HumanQueue  soda.human.HumanQueue                (real files in a temp inbox)
     Store       sqlite_utils.Database + soda.store   (real SQLite in a temp dir)
     Clock       soda.clock.SystemClock               tests/fakes.FakeClock
-    Workspace   soda.act.workspace.Workspace         (real git worktrees)
+    Workspace   soda.workspace.Workspace         (real git worktrees)
 
 Everything else soda touches (git, the jail, the filesystem) is real in tests
 too; the model is the only thing faked at its boundary.

@@ -12,7 +12,6 @@ from pathlib import Path
 from git import Git, Repo
 from sqlite_utils import Database
 
-from soda.act.workspace import branch_head
 from soda.config import Config
 from soda.contracts import (
     BudgetStatus,
@@ -31,6 +30,7 @@ from soda.contracts import (
 )
 from soda.store import agent_calls, human_inputs, learnings, runs
 from soda.trace import SqliteTracker, Task
+from soda.workspace import branch_head
 
 MAX_COMMITS = 20
 MAX_FILES = 100

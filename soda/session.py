@@ -11,12 +11,12 @@ from __future__ import annotations
 import os
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING
 
 import git
 from git import Repo
 from sqlite_utils import Database
 
+from soda.checkouts import Checkouts
 from soda.clock import SystemClock
 from soda.config import Config
 from soda.context import Iteration, IterationRecord
@@ -24,6 +24,7 @@ from soda.errors import ConfigError, UserError
 from soda.events import Events
 from soda.git import open_repo
 from soda.human import HumanQueue
+from soda.jail import Jail
 from soda.llm import make_model
 from soda.llm.base import Model
 from soda.lock import acquire_lock
@@ -33,10 +34,6 @@ from soda.recovery import recover
 from soda.runtime import AgentRunner, CallRecorder
 from soda.store import learnings, open_db, runs
 from soda.trace import SqliteTracker
-
-if TYPE_CHECKING:
-    from soda.act.checkouts import Checkouts
-    from soda.jail import Jail
 
 
 @dataclass
@@ -79,9 +76,6 @@ class Session:
 
     @classmethod
     def open(cls, config: Config, model: Model | None = None) -> Session:
-        from soda.act.checkouts import Checkouts  # soda.act imports this module
-        from soda.jail import Jail
-
         repo = open_repo(config.root)
         acquire_lock(config.state_dir)  # one soda per repository, daemon or foreground
         db = open_db(config.db_path)

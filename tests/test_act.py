@@ -9,12 +9,12 @@ import pytest
 from git import Repo
 
 from soda.act.execute import TaskOutcome, execute_plan
-from soda.act.gate import gate
-from soda.act.tests import TestReport
-from soda.act.workspace import create_workspace, merge_into_milestone
 from soda.contracts import IterationPlan, PlanTask
 from soda.errors import StructuralError
+from soda.gate.rules import gate
+from soda.gate.runner import TestReport
 from soda.plan import batches, plan_problems
+from soda.workspace import create_workspace, merge_into_milestone
 from tests.conftest import git
 
 

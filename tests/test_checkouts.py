@@ -4,19 +4,20 @@ deletes it, `remove_all` unregisters everything, and `tested` caches by tree id.
 
 from __future__ import annotations
 
+import os
+import shutil
 from pathlib import Path
 
 import pytest
 from git import Repo
 
-from soda.act import checkouts as checkouts_module
-from soda.act.checkouts import Checkouts
-from soda.act.checkouts import tested as cached_test_run  # not a test
-from soda.act.workspace import branch_head, land, prepare_merge
+from soda.checkouts import Checkouts
 from soda.config import load
 from soda.errors import GitError
+from soda.gate import tested as cached_test_run  # not a test
 from soda.jail import Jail
 from soda.store import open_db
+from soda.workspace import branch_head, land, prepare_merge
 from tests.conftest import git
 
 
@@ -94,29 +95,51 @@ def test_a_new_pool_cleans_a_view_it_did_not_make(repo: Path, commits: tuple[str
     assert_clean_at(path, a)
 
 
+def git_spy(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """A `git` first on PATH that logs its subcommand and runs the real git: the
+    real processes soda starts, counted."""
+    real = shutil.which("git")
+    assert real is not None
+    bin_dir = tmp_path / "spy-bin"
+    bin_dir.mkdir()
+    log = tmp_path / "git-calls.log"
+    spy = bin_dir / "git"
+    spy.write_text(f'#!/bin/sh\necho "$*" >> {log}\nexec {real} "$@"\n')
+    spy.chmod(0o755)
+    monkeypatch.setenv("PATH", f"{bin_dir}{os.pathsep}{os.environ['PATH']}")
+    return log
+
+
+def subcommands(log: Path) -> list[str]:
+    """The git subcommands logged so far (after the -c and -C options), then clear."""
+    if not log.exists():
+        return []
+    found = []
+    for line in log.read_text().splitlines():
+        words = line.split()
+        while words and words[0] in ("-c", "-C"):
+            words = words[2:]
+        found.append(words[0] if words else "")
+    log.unlink()
+    return found
+
+
 def test_a_clean_view_in_place_costs_no_git_process(
-    repo: Path, commits: tuple[str, str], monkeypatch: pytest.MonkeyPatch
+    repo: Path, commits: tuple[str, str], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     a, b = commits
     checkouts = pool(repo)
     checkouts.view(a)
-    calls: list[tuple[str, ...]] = []
-    real = checkouts_module._git
-
-    def counting(repo: Repo, *args: str) -> str:
-        calls.append(args)
-        return real(repo, *args)
-
-    monkeypatch.setattr(checkouts_module, "_git", counting)
+    log = git_spy(tmp_path, monkeypatch)
     checkouts.view(a)
-    assert calls == []
+    assert subcommands(log) == []
     checkouts.view(b)  # clean before: a reset moves it, nothing to clean
-    assert [c[2] for c in calls] == ["reset"]
+    assert subcommands(log) == ["reset"]
     assert_clean_at(checkouts.root / "view", b)
-    calls.clear()
+    subcommands(log)
     checkouts.view(b, run=True)
     checkouts.view(b)  # code ran there: reset and clean
-    assert [c[2] for c in calls] == ["reset", "clean"]
+    assert subcommands(log) == ["reset", "clean"]
 
 
 def test_work_forks_the_milestone_tip_and_release_deletes_the_branch(

@@ -31,11 +31,11 @@ from pathlib import Path
 
 import pytest
 
-from soda.act.checkouts import Checkouts
-from soda.act.checkouts import tested as cached_test_run  # not a test
-from soda.act.gate import GateResult, gate
-from soda.act.tests import TestReport, report_kind
+from soda.checkouts import Checkouts
 from soda.config import load
+from soda.gate import tested as cached_test_run  # not a test
+from soda.gate.rules import GateResult, gate
+from soda.gate.runner import TestReport, report_kind
 from soda.git import open_repo
 from soda.jail import Jail
 from soda.store import open_db

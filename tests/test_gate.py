@@ -8,8 +8,8 @@ from pathlib import Path
 import pytest
 from git import Repo
 
-from soda.act.gate import gate, infrastructure_changes, own_modules
-from soda.act.tests import JUnit, TestReport, _parse_junit
+from soda.gate.rules import gate, infrastructure_changes, own_modules
+from soda.gate.runner import JUnit, TestReport, _parse_junit
 from tests.conftest import git
 
 

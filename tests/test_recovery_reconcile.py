@@ -32,7 +32,7 @@ from tests.conftest import git
 CHILD = """
 import json, os, signal, sys
 from pathlib import Path
-from soda.act.workspace import merge_into_milestone
+from soda.workspace import merge_into_milestone
 from soda.config import load
 from soda.session import Session
 
