@@ -295,18 +295,20 @@ class Daemon:
         """Wake the loop the moment something lands in the inbox or the spec changes."""
         import watchfiles
 
-        inbox_dir = self.config.state_dir / "inbox"
-        inbox_dir.mkdir(parents=True, exist_ok=True)
+        from soda.human.write import inbox_dir
+
+        inbox = inbox_dir(self.config.state_dir)  # watched for wakes; soda.human reads it
+        inbox.mkdir(parents=True, exist_ok=True)
         spec = self.config.spec_path.resolve()
 
         def relevant(change: watchfiles.Change, path: str) -> bool:
             p = Path(path)
             if p.name.startswith(".") or p.name.endswith(("~", ".swp", ".tmp")):
                 return False
-            return p.resolve() == spec or p.parent.resolve() == inbox_dir.resolve()
+            return p.resolve() == spec or p.parent.resolve() == inbox.resolve()
 
         for changes in watchfiles.watch(
-            inbox_dir,
+            inbox,
             spec.parent,
             watch_filter=relevant,
             stop_event=self.stopping,

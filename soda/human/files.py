@@ -31,7 +31,7 @@ from sqlite_utils import Database
 
 from soda.events import Events
 from soda.human.parse import Rejection, display, one_line, parse, payload_json, read
-from soda.human.write import WRITTEN_BY_SODA
+from soda.human.write import WRITTEN_BY_SODA, inbox_dir
 from soda.store import human_inputs
 
 # Editors, browsers and download tools leave these while still writing.
@@ -77,7 +77,7 @@ def recover_claimed_files(
 
 
 def _inbox_dirs(state_dir: Path) -> Path:
-    inbox = state_dir / "inbox"
+    inbox = inbox_dir(state_dir)
     for sub in (CLAIMED, PROCESSED, REJECTED):
         (inbox / sub).mkdir(parents=True, exist_ok=True)
     return inbox

@@ -18,13 +18,18 @@ WRITTEN_BY_SODA = re.compile(r"^\d{8}T\d{12}Z-[a-z_]+-[0-9a-f]{6}\.json$")
 """Names `write_input` gives its files (they arrive whole, by rename)."""
 
 
+def inbox_dir(state_dir: Path) -> Path:
+    """Where the person's files land: the one definition of the inbox's place."""
+    return state_dir / "inbox"
+
+
 def write_input(state_dir: Path, item: HumanInput) -> Path:
     """Drop `item` into the inbox atomically and return its path.
 
     The temporary name starts with a dot, which ingest ignores, so a reader never
     sees half a file; works whether or not a daemon is running.
     """
-    inbox = state_dir / "inbox"
+    inbox = inbox_dir(state_dir)
     inbox.mkdir(parents=True, exist_ok=True)
     stamp = datetime.now(UTC).strftime("%Y%m%dT%H%M%S%fZ")
     name = f"{stamp}-{item.kind}-{secrets.token_hex(3)}.json"
