@@ -28,6 +28,7 @@ from soda.llm.base import ModelRequest
 from soda.loop import IterationResult, run_loop
 from soda.session import Session
 from tests.conftest import git
+from tests.scripts import NOT_MET, VERIFIED, submit
 
 PY = shlex.quote(sys.executable)
 """The interpreter, as a shell word: the jail exposes it, the sample project's
@@ -39,17 +40,6 @@ APPROVAL_TIMEOUT = 0.5
 HYPOTHESIS_PLUGIN = "hypothesispytest"
 
 
-def submit(agent: str, data: dict[str, Any]) -> dict[str, Any]:
-    return {"agent": agent, "tool_calls": [{"name": "submit", "input": data}]}
-
-
-VERIFIED = submit(
-    "verifier", {"checks": [], "task_updates": [], "learnings": [], "summary": "checked"}
-)
-NOT_MET = submit(
-    "assessor",
-    {"spec_satisfied": False, "confidence": "high", "gaps": [], "summary": "not met"},
-)
 MET = submit(
     "assessor",
     {"spec_satisfied": True, "confidence": "high", "gaps": [], "summary": "all met, trust me"},

@@ -16,6 +16,7 @@ from soda.demo import SCRIPT_PATH, prepare
 from soda.loop import Ending, run_loop
 from soda.session import Session
 from tests.conftest import git, soda
+from tests.scripts import NOT_MET, VERIFIED, submit
 
 ROOT = Path(__file__).resolve().parent.parent
 DEMO_SCRIPT = json.loads((ROOT / "soda" / "demo" / "script.json").read_text())["responses"]
@@ -36,19 +37,6 @@ def run(root: Path, **kwargs: Any):
     session = Session.open(load(root / "soda.toml"))
     result = run_loop(session, lines.append, **kwargs)
     return result, lines, session
-
-
-def submit(agent: str, data: dict[str, Any]) -> dict[str, Any]:
-    return {"agent": agent, "tool_calls": [{"name": "submit", "input": data}]}
-
-
-VERIFIED = submit(
-    "verifier", {"checks": [], "task_updates": [], "learnings": [], "summary": "checked"}
-)
-NOT_MET = submit(
-    "assessor",
-    {"spec_satisfied": False, "confidence": "high", "gaps": [], "summary": "not met"},
-)
 
 
 def test_demo_script_runs_to_done(tmp_path: Path) -> None:
