@@ -9,9 +9,12 @@ from __future__ import annotations
 import functools
 import json
 import os
+import shlex
+import shutil
+import sys
 from collections.abc import Callable
 from pathlib import Path
-from typing import Annotated, Any, TypeVar
+from typing import TYPE_CHECKING, Annotated, Any, TypeVar
 
 import typer
 from rich.console import Console
@@ -21,6 +24,10 @@ from soda.config import Config, find_config, load
 from soda.errors import SodaError
 from soda.store import Database, open_db
 
+if TYPE_CHECKING:
+    from soda.loop import IterationResult
+    from soda.session import Session
+
 app = typer.Typer(
     name="soda",
     help="soda: an autonomous coding daemon. Sense, orient, decide, act until the spec is met.",
@@ -28,6 +35,8 @@ app = typer.Typer(
     add_completion=False,
     pretty_exceptions_enable=False,
     rich_markup_mode=None,
+    # -h as well as --help, on the root and (inherited by click) every command.
+    context_settings={"help_option_names": ["-h", "--help"]},
 )
 out = Console(highlight=False, soft_wrap=True)
 err = Console(stderr=True, highlight=False, soft_wrap=True)
@@ -113,11 +122,20 @@ def init(ctx: typer.Context) -> None:
 
     report = init_project(_project(ctx).directory)
     for name in report.created:
-        out.print(f"created  {name}")
+        out.print(f"created  {name}", markup=False)
     for name in report.kept:
-        out.print(f"kept     {name}")
+        out.print(f"kept     {name}", markup=False)
+    if report.base_branch is not None:
+        out.print(
+            f"base_branch = {report.base_branch!r} ({report.base_branch_source});"
+            " change it in soda.toml if soda should start from another branch",
+            markup=False,
+        )
     if report.changed:
-        out.print(f"soda is set up in {report.root}. Write your spec, then: soda run --once")
+        out.print(
+            f"soda is set up in {report.root}. Write your spec, then: {soda_command()} run --once",
+            markup=False,
+        )
     else:
         out.print("nothing to do: soda is already set up here")
 
@@ -171,7 +189,9 @@ def tasks(
 @handled
 def history(
     ctx: typer.Context,
-    limit: Annotated[int, typer.Option(help="Show at most this many iterations.")] = 50,
+    limit: Annotated[
+        int, typer.Option(help="Show at most this many iterations (1 or more).", min=1)
+    ] = 50,
 ) -> None:
     """One row per iteration: intent, decision, outcome, merge, time, tokens.
 
@@ -190,24 +210,134 @@ def run(
     max_iterations: Annotated[
         int | None, typer.Option(help="Override [loop] max_iterations for this run.", min=1)
     ] = None,
+    as_json: Annotated[
+        bool,
+        typer.Option(
+            "--json",
+            help="Print progress to stderr and, at the end, one JSON object to stdout:"
+            " ending, exit_code, iteration, reason, milestone_branch, merged_commit.",
+        ),
+    ] = False,
 ) -> None:
     """Run the loop in the foreground until DONE, STUCK or HALT.
 
-    Exit codes: 0 DONE (or one CONTINUE with --once), 2 bad config or input,
-    3 STUCK, 4 HALT, 5 a transient failure outlasted the retry budget.
+    Prints the milestone branch first and each merge commit as it lands; the last
+    line says how the run ended. Exit codes: 0 DONE (or, with --once, one
+    iteration finished and more work remains: the last line and --json say
+    which), 2 bad config or input, 3 STUCK, 4 HALT, 5 a transient failure
+    outlasted the retry budget.
 
-    Example: soda run --once
+    Example: soda run --once --json
     """
-    from soda.loop import run_loop
     from soda.session import Session
 
     project = _project(ctx)
+    say = _say_err if as_json else _say
     session = Session.open(project.config)
     if max_iterations is not None:
         session.max_iterations = max_iterations
-    result = run_loop(session, _say, once=once)
-    out.print(f"{result.ending.name}: {result.reason}", markup=False)
+    result, merged = _drive(session, say, once=once)
+    say(ending_line(result, session.milestone.branch, merged))
+    if as_json:
+        summary = {
+            "ending": result.ending.value,
+            "exit_code": result.ending.exit_code,
+            "iteration": result.number,
+            "reason": result.reason,
+            "milestone_branch": session.milestone.branch,
+            "merged_commit": merged,
+        }
+        typer.echo(json.dumps(summary))
     raise typer.Exit(result.ending.exit_code)
+
+
+class MergeWatch:
+    """A printer for the loop that also says, after each line, whether the
+    latest iteration of this run landed a merge commit (read from its record),
+    so every merge is printed with its commit as it happens."""
+
+    def __init__(self, session: Session, say: Callable[[str], None]) -> None:
+        from soda.store import runs
+
+        self.session = session
+        self.say = say
+        self.first = runs.next_iteration_number(session.db)
+        self.merged: list[str] = []
+
+    def __call__(self, line: str) -> None:
+        self.say(line)
+        self.check()
+
+    def check(self) -> None:
+        from soda.store import history, runs
+
+        latest = runs.next_iteration_number(self.session.db) - 1
+        if latest < self.first:
+            return
+        row = history.iteration(self.session.db, latest)
+        commit = row["merged_commit"] if row else None
+        if commit and commit not in self.merged:
+            self.merged.append(commit)
+            self.say(f"merged: {commit} onto {self.session.milestone.branch} (iteration {latest})")
+
+
+def _drive(
+    session: Session, say: Callable[[str], None], once: bool = False
+) -> tuple[IterationResult, str | None]:
+    """Run the loop, printing the milestone branch first and every merge commit
+    as it lands; the result and the last merge commit of this run (or None)."""
+    from soda.loop import run_loop
+
+    config = session.config
+    tip = session.repo.heads[session.milestone.branch].commit.hexsha
+    say(
+        f"milestone branch {session.milestone.branch} (from {config.project.base_branch},"
+        f" tip {tip[:10]})"
+    )
+    watch = MergeWatch(session, say)
+    result = run_loop(session, watch, once=once)
+    watch.check()
+    return result, (watch.merged[-1] if watch.merged else None)
+
+
+def ending_line(result: IterationResult, branch: str, merged: str | None) -> str:
+    """The last line of `soda run` and `soda demo`: how the run ended, in words,
+    with its exit code. The reason itself was printed by the loop already."""
+    from soda.loop import Ending
+
+    n, cmd = result.number, soda_command()
+    where = (
+        f"; merged {merged[:10]} on {branch}"
+        if merged
+        else f"; nothing merged on {branch} in this run"
+    )
+    text = {
+        Ending.DONE: f"the spec is met (iteration {n}){where}",
+        Ending.CONTINUE: (
+            f"iteration {n} finished and the spec is not met yet: more to do{where};"
+            f" run `{cmd} run` to go on"
+        ),
+        Ending.STUCK: f"soda needs a person (the reason is above; `{cmd} show {n}`)",
+        Ending.HALT: f"something structural is wrong (`{cmd} show {n}`, table halts)",
+        Ending.TRANSIENT: f"a transient failure outlasted the retries; run `{cmd} run` to resume",
+        Ending.INTERRUPTED: f"stopped in iteration {n}; run `{cmd} run` to resume",
+    }[result.ending]
+    return f"{result.ending.name}: {text} (exit {result.ending.exit_code})"
+
+
+def soda_command() -> str:
+    """How a person can run this soda again from a shell: `soda` when that is on
+    PATH and is this program, else the running script's absolute path, else
+    `PYTHON -m soda`."""
+    argv0 = Path(sys.argv[0]) if sys.argv and sys.argv[0] else None
+    if argv0 is None or argv0.name == "__main__.py" or argv0.suffix == ".py":
+        return f"{shlex.quote(sys.executable)} -m soda"
+    on_path = shutil.which("soda")
+    if on_path and argv0.exists() and Path(on_path).resolve() == argv0.resolve():
+        return "soda"
+    if argv0.is_file():
+        return shlex.quote(str(argv0.absolute()))
+    return f"{shlex.quote(sys.executable)} -m soda"
 
 
 @app.command()
@@ -222,17 +352,20 @@ def demo(
 
     Example: soda demo --dir /tmp/soda-demo
     """
-    from soda.demo import run_demo
+    from soda.demo import NO_COST_NOTE, start_demo
     from soda.report import history_table
 
-    target, result = run_demo(directory, _say)
-    db = open_db(target.resolve() / "state" / "soda.db")
-    out.print(history_table(db))
-    out.print(f"{result.ending.name}: {result.reason}", markup=False)
-    out.print(
-        f"Look around:\n  cd {target}\n  soda history\n  soda show 1\n  soda tasks\n"
-        f"  git log --graph --oneline soda/spec\n  sqlite3 {target / 'state' / 'soda.db'}",
-        markup=False,
+    target, session = start_demo(directory, _say)
+    result, merged = _drive(session, _say)
+    out.print(history_table(session.db))
+    for line in NO_COST_NOTE:
+        _say(line)
+    _say(ending_line(result, session.milestone.branch, merged))
+    cmd = soda_command()
+    _say(
+        f"Look around:\n  cd {shlex.quote(str(target))}\n  {cmd} history\n  {cmd} show 1\n"
+        f"  {cmd} tasks\n  git log --graph --oneline {session.milestone.branch}\n"
+        f"  sqlite3 {shlex.quote(str(target / 'state' / 'soda.db'))}"
     )
     raise typer.Exit(result.ending.exit_code)
 
@@ -337,6 +470,10 @@ def daemon_run(ctx: typer.Context) -> None:
 
 def _say(line: str) -> None:
     out.print(line, markup=False)
+
+
+def _say_err(line: str) -> None:
+    err.print(line, markup=False)
 
 
 def main() -> None:

@@ -2,6 +2,12 @@
 
 Each writes one human input to state/inbox/ for soda to read at its next SENSE;
 they register on `soda.cli.app` (which imports this module last).
+
+`approve N` and `reject N` first check the database: they refuse (exit 2) an N
+below 1, an iteration that has ended (it waits for nobody any more), and an N
+beyond the next iteration. They accept an iteration that is waiting or still
+running (it may yet ask: a risky plan, or a merge the gate may not make alone),
+and the next one, which the daemon may not have started yet.
 """
 
 from __future__ import annotations
@@ -10,10 +16,38 @@ from typing import Annotated, Any
 
 import typer
 
-from soda.cli import _project, app, handled, out
+from soda.cli import Project, _project, app, handled, out
 
 
-def _queue(ctx: typer.Context, **fields: Any) -> None:
+def _check_verdict_target(project: Project, number: int, verb: str) -> str | None:
+    """Raise InputError unless iteration `number` is waiting for a verdict, may
+    still ask for one, or is the next iteration; a note for the person, if any."""
+    from soda.errors import InputError
+    from soda.store import history, runs
+
+    db = project.db
+    latest = runs.next_iteration_number(db) - 1
+    if number < 1 or number > latest + 1:
+        known = f"the latest is {latest}" if latest else "there is none yet"
+        raise InputError(
+            f"no iteration {number} to {verb}: {known}, and only the next one"
+            f" ({latest + 1}) can be answered before it asks (see `soda history`)"
+        )
+    if number == latest + 1:
+        return f"iteration {number} has not started; the answer waits for it"
+    row = history.iteration(db, number)
+    if row is None:  # numbers continue across runs, but a gap is possible
+        raise InputError(f"no iteration {number} to {verb} (see `soda history`)")
+    if row["ended_at"] is not None:
+        raise InputError(
+            f"iteration {number} is not waiting for approval: it ended"
+            f" ({row['outcome'] or row['decision'] or 'no outcome'}); see `soda show {number}`"
+        )
+    asked = db["events"].count_where("iteration_id = ? AND kind = 'approval.waiting'", [row["id"]])
+    return None if asked else f"iteration {number} is running and has not asked yet"
+
+
+def _queue(ctx: typer.Context, note: str | None = None, **fields: Any) -> None:
     from soda.contracts import validate
     from soda.errors import InputError, Violation
     from soda.human.write import describe, write_input
@@ -23,6 +57,8 @@ def _queue(ctx: typer.Context, **fields: Any) -> None:
         raise InputError(f"{item.path}: {item.message}")
     path = write_input(_project(ctx).config.state_dir, item)  # type: ignore[arg-type]
     out.print(f"queued {describe(item)}  ({path.name})", markup=False)  # type: ignore[arg-type]
+    if note:
+        out.print(note, markup=False)
 
 
 @app.command()
@@ -55,11 +91,15 @@ def approve(
     ctx: typer.Context,
     iteration: Annotated[int, typer.Argument(help="Iteration whose plan you approve.")],
 ) -> None:
-    """Approve the risky plan of an iteration that waits for you.
+    """Approve the risky plan (or held merge) of an iteration that waits for you.
+
+    Refused for an iteration that has ended or does not exist; the next
+    iteration may be approved before it starts.
 
     Example: soda approve 7
     """
-    _queue(ctx, kind="approve", target=iteration)
+    note = _check_verdict_target(_project(ctx), iteration, "approve")
+    _queue(ctx, note, kind="approve", target=iteration)
 
 
 @app.command()
@@ -69,11 +109,14 @@ def reject(
     iteration: Annotated[int, typer.Argument(help="Iteration whose plan you reject.")],
     reason: Annotated[str | None, typer.Option(help="Why, for the next plan.")] = None,
 ) -> None:
-    """Reject the plan of an iteration that waits for approval.
+    """Reject the plan (or held merge) of an iteration that waits for approval.
+
+    Refused for an iteration that has ended or does not exist.
 
     Example: soda reject 7 --reason "do not touch the schema"
     """
-    _queue(ctx, kind="reject", target=iteration, text=reason)
+    note = _check_verdict_target(_project(ctx), iteration, "reject")
+    _queue(ctx, note, kind="reject", target=iteration, text=reason)
 
 
 @app.command()

@@ -2,7 +2,7 @@
 
 Builds a small Python project with a spec and failing acceptance tests, sets
 soda up there with the scripted provider (a shipped script stands in for the
-model; every tool call it makes is real), and runs the loop until DONE.
+model; every tool call it makes is real); `soda demo` then runs the loop until DONE.
 """
 
 from __future__ import annotations
@@ -18,7 +18,6 @@ from soda.config import CONFIG_NAME, Config, ModelConfig, ProjectConfig, load
 from soda.errors import InputError
 from soda.git import commit_all, init_repo
 from soda.init import init_project
-from soda.loop import IterationResult, run_loop
 from soda.session import Session
 
 ASSETS = Path(__file__).resolve().parent / "demo"
@@ -50,12 +49,20 @@ def prepare(directory: Path) -> Path:
     return directory / CONFIG_NAME
 
 
-def run_demo(directory: Path | None, say: Callable[[str], None]) -> tuple[Path, IterationResult]:
+NO_COST_NOTE = (
+    "Tokens and cost are 0: the scripted model makes no paid calls. On a real model each",
+    "row shows the iteration's tokens and USD cost, summed from the agent_calls table",
+    "(`soda show N` lists every call with its tokens, cache use, cost and what the agent said).",
+)
+"""What `soda demo` says under its history table about the zeros in it."""
+
+
+def start_demo(directory: Path | None, say: Callable[[str], None]) -> tuple[Path, Session]:
+    """Create the sample project in `directory` (default: a new temporary
+    directory) and open a session on it, ready for `soda.loop.run_loop`."""
     target = directory or Path(tempfile.mkdtemp(prefix="soda-demo-"))
     say(f"soda demo in {target}")
     say("The model is SCRIPTED: a shipped script stands in for the LLM, so no network or key")
     say("is needed. Everything else is real: git worktrees, tool calls, tests, the merge gate.")
     config = load(prepare(target.resolve()))
-    session = Session.open(config)
-    result = run_loop(session, say)
-    return target, result
+    return target, Session.open(config)

@@ -3,6 +3,9 @@
 Writes a commented `soda.toml` (generated from the config models, so the comments
 are the field docstrings), a spec template, and the state directory, which git is
 told to ignore through `.git/info/exclude`. Existing files are never overwritten.
+
+`project.base_branch` is the branch HEAD is on (`main`, `master`, `trunk`, ...),
+unless the caller's config sets it; see `detect_base_branch`.
 """
 
 from __future__ import annotations
@@ -11,6 +14,8 @@ import json
 from dataclasses import dataclass, field
 from pathlib import Path
 
+import git
+from git import Repo
 from pydantic import BaseModel
 
 from soda.config import CONFIG_NAME, Config
@@ -41,6 +46,10 @@ class InitReport:
     root: Path
     created: list[str] = field(default_factory=list)
     kept: list[str] = field(default_factory=list)
+    base_branch: str | None = None
+    """The base branch written into a new soda.toml (None when soda.toml was kept)."""
+    base_branch_source: str = ""
+    """How `base_branch` was chosen, e.g. "the branch HEAD is on"."""
 
     @property
     def changed(self) -> bool:
@@ -55,7 +64,14 @@ def init_project(directory: Path, config: Config | None = None) -> InitReport:
     config = config or Config()
     report = InitReport(root=root)
 
-    _write_once(root / CONFIG_NAME, render_config(config), report)
+    source = "set by the caller"
+    if "base_branch" not in config.project.model_fields_set:
+        branch, source = detect_base_branch(repo, config.project.base_branch)
+        project = config.project.model_copy(update={"base_branch": branch})
+        config = config.model_copy(update={"project": project})
+    if _write_once(root / CONFIG_NAME, render_config(config), report):
+        report.base_branch = config.project.base_branch
+        report.base_branch_source = source
     spec = root / config.project.spec
     _write_once(spec, SPEC_TEMPLATE.format(title=f"Spec for {root.name}"), report)
 
@@ -74,14 +90,62 @@ def init_project(directory: Path, config: Config | None = None) -> InitReport:
     return report
 
 
-def _write_once(path: Path, text: str, report: InitReport) -> None:
+def detect_base_branch(repo: Repo, default: str) -> tuple[str, str]:
+    """The branch soda should start from, and how it was found.
+
+    The branch HEAD is on, if it has a commit. Otherwise (HEAD detached, or on a
+    branch with no commit yet): the remote's default branch (`origin/HEAD`) if a
+    local branch of that name exists, the only local branch, `main` or `master`,
+    the unborn branch HEAD names (the first commit will create it), and last
+    `default`."""
+    heads = {head.name for head in repo.heads}
+    current = _head_branch(repo)
+    if current is not None and current in heads:
+        return current, "the branch HEAD is on"
+    remote_default = _origin_head(repo)
+    if remote_default is not None and remote_default in heads:
+        return remote_default, "the default branch of origin"
+    if len(heads) == 1:
+        return next(iter(heads)), "the only branch"
+    for name in ("main", "master"):
+        if name in heads:
+            return name, "HEAD is detached; an existing branch"
+    if current is not None:
+        return current, "the branch HEAD is on (no commit yet)"
+    return default, "HEAD is detached and no branch exists; the default"
+
+
+def _head_branch(repo: Repo) -> str | None:
+    """The name of the branch HEAD points at (even with no commit yet), or None
+    when HEAD is detached."""
+    try:
+        ref = repo.head.reference
+    except (TypeError, ValueError):  # detached HEAD
+        return None
+    path = ref.path
+    return path.removeprefix("refs/heads/") if path.startswith("refs/heads/") else None
+
+
+def _origin_head(repo: Repo) -> str | None:
+    """The branch `refs/remotes/origin/HEAD` names (a clone's default branch)."""
+    try:
+        target = git.SymbolicReference(repo, "refs/remotes/origin/HEAD").reference.path
+    except (TypeError, ValueError, OSError):
+        return None
+    prefix = "refs/remotes/origin/"
+    return target.removeprefix(prefix) if target.startswith(prefix) else None
+
+
+def _write_once(path: Path, text: str, report: InitReport) -> bool:
+    """Write `path` unless it exists; True when it was written."""
     name = str(path.relative_to(report.root))
     if path.exists():
         report.kept.append(name)
-        return
+        return False
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text(text, encoding="utf-8")
     report.created.append(name)
+    return True
 
 
 def render_config(config: Config) -> str:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
 
 from rich.table import Table
@@ -147,13 +148,110 @@ def _calls_summary(db: Database, iteration_id: int) -> list[str]:
         return []
     lines = [
         "",
-        "AGENT CALLS (agent, model, turn: tokens in/out, cache write/read, cost, latency, stop)",
+        "AGENT CALLS (agent, model, turn: tokens in/out, cache write/read, cost, latency, stop;",
+        "then what the agent said, the tools it called and its answer, each clipped)",
     ]
-    for agent, model, turn, tin, tout, cw, cr, cost, latency, stop in rows:
+    responses = [
+        r["response_json"]
+        for r in db["agent_calls"].rows_where(
+            "iteration_id = ?", [iteration_id], order_by="id", select="response_json"
+        )
+    ]
+    for (agent, model, turn, tin, tout, cw, cr, cost, latency, stop), raw in zip(
+        rows, responses, strict=False
+    ):
         lines.append(
             f"  {agent:<9} {model} t{turn}: {tin}/{tout} tok, cache {cw}/{cr}, "
             f"${cost:.4f}, {latency} ms, {stop}"
         )
+        lines += [f"      {line}" for line in call_text(raw)]
     total = sum(r[7] for r in rows)
     lines.append(f"  {len(rows)} calls, ${total:.4f}")
     return lines
+
+
+TEXT_WIDTH = 240
+"""Characters of an agent's text or answer `soda show` prints per call."""
+
+
+def call_text(raw: str | None) -> list[str]:
+    """What one model call said, in at most three clipped lines: its text, the
+    tools it called, and its answer's summary. Reads the raw response of any
+    provider (Anthropic content blocks, OpenAI choices, the scripted format)."""
+    try:
+        response = json.loads(raw) if raw else None
+    except ValueError:
+        return []
+    if not isinstance(response, dict):
+        return []
+    text, calls = _text_and_calls(response)
+    answer: object = None
+    tools = []
+    for name, arguments in calls:
+        if name == "submit":
+            answer = arguments
+        else:
+            tools.append(f"{name}({_clip(_main_argument(arguments), 60)})")
+    if answer is None and not calls and text.strip().startswith("{"):
+        with contextlib.suppress(ValueError):  # a structured answer given as JSON text
+            answer, text = json.loads(text), ""
+    lines = []
+    if text.strip():
+        lines.append(f"says: {_clip(text, TEXT_WIDTH)}")
+    if tools:
+        lines.append(f"calls: {_clip(', '.join(tools), TEXT_WIDTH)}")
+    if answer is not None:
+        lines.append(f"answer: {_clip(_answer_summary(answer), TEXT_WIDTH)}")
+    return lines
+
+
+def _text_and_calls(response: dict) -> tuple[str, list[tuple[str, object]]]:
+    if isinstance(response.get("content"), list):  # Anthropic Messages
+        blocks = [b for b in response["content"] if isinstance(b, dict)]
+        text = " ".join(str(b.get("text") or "") for b in blocks if b.get("type") == "text")
+        calls = [
+            (str(b.get("name")), b.get("input")) for b in blocks if b.get("type") == "tool_use"
+        ]
+        return text, calls
+    if isinstance(response.get("choices"), list) and response["choices"]:  # OpenAI-compatible
+        message = response["choices"][0].get("message") or {}
+        calls = []
+        for call in message.get("tool_calls") or []:
+            function = call.get("function") or {}
+            try:
+                arguments = json.loads(function.get("arguments") or "{}")
+            except ValueError:
+                arguments = function.get("arguments")
+            calls.append((str(function.get("name")), arguments))
+        return str(message.get("content") or ""), calls
+    calls = [  # the scripted provider
+        (str(c.get("name")), c.get("input"))
+        for c in response.get("tool_calls") or []
+        if isinstance(c, dict)
+    ]
+    return str(response.get("text") or ""), calls
+
+
+def _main_argument(arguments: object) -> str:
+    """The argument that says most about a tool call: its path, command or pattern."""
+    if not isinstance(arguments, dict):
+        return str(arguments)
+    for key in ("path", "command", "pattern", "query"):
+        if arguments.get(key):
+            return str(arguments[key])
+    return ", ".join(f"{k}={v}" for k, v in arguments.items() if v is not None)
+
+
+def _answer_summary(answer: object) -> str:
+    """An answer's own summary (most contracts have one), else the plan's intent
+    or the reason it needs a person, else the answer as compact JSON."""
+    if isinstance(answer, dict):
+        plan = answer.get("iteration_plan")
+        for value in (
+            answer.get("summary"),
+            plan.get("intent") if isinstance(plan, dict) else None,
+            answer.get("stuck_reason"),
+        ):
+            if isinstance(value, str) and value.strip():
+                return value
+    return json.dumps(answer, separators=(",", ":"), default=str)
