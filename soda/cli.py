@@ -10,8 +10,6 @@ import functools
 import json
 import os
 import shlex
-import shutil
-import sys
 from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any, TypeVar
@@ -20,13 +18,13 @@ import typer
 from rich.console import Console
 
 from soda import __version__
+from soda.cli_run import drive, ending_line, soda_command
 from soda.config import Config, find_config, load
 from soda.errors import SodaError
 from soda.store import Database, open_db
 
 if TYPE_CHECKING:
-    from soda.loop import IterationResult
-    from soda.session import Session
+    pass
 
 app = typer.Typer(
     name="soda",
@@ -236,7 +234,7 @@ def run(
     session = Session.open(project.config)
     if max_iterations is not None:
         session.max_iterations = max_iterations
-    result, merged = _drive(session, say, once=once)
+    result, merged = drive(session, say, once=once)
     say(ending_line(result, session.milestone.branch, merged))
     if as_json:
         summary = {
@@ -249,95 +247,6 @@ def run(
         }
         typer.echo(json.dumps(summary))
     raise typer.Exit(result.ending.exit_code)
-
-
-class MergeWatch:
-    """A printer for the loop that also says, after each line, whether the
-    latest iteration of this run landed a merge commit (read from its record),
-    so every merge is printed with its commit as it happens."""
-
-    def __init__(self, session: Session, say: Callable[[str], None]) -> None:
-        from soda.store import runs
-
-        self.session = session
-        self.say = say
-        self.first = runs.next_iteration_number(session.db)
-        self.merged: list[str] = []
-
-    def __call__(self, line: str) -> None:
-        self.say(line)
-        self.check()
-
-    def check(self) -> None:
-        from soda.store import history, runs
-
-        latest = runs.next_iteration_number(self.session.db) - 1
-        if latest < self.first:
-            return
-        row = history.iteration(self.session.db, latest)
-        commit = row["merged_commit"] if row else None
-        if commit and commit not in self.merged:
-            self.merged.append(commit)
-            self.say(f"merged: {commit} onto {self.session.milestone.branch} (iteration {latest})")
-
-
-def _drive(
-    session: Session, say: Callable[[str], None], once: bool = False
-) -> tuple[IterationResult, str | None]:
-    """Run the loop, printing the milestone branch first and every merge commit
-    as it lands; the result and the last merge commit of this run (or None)."""
-    from soda.loop import run_loop
-
-    config = session.config
-    tip = session.repo.heads[session.milestone.branch].commit.hexsha
-    say(
-        f"milestone branch {session.milestone.branch} (from {config.project.base_branch},"
-        f" tip {tip[:10]})"
-    )
-    watch = MergeWatch(session, say)
-    result = run_loop(session, watch, once=once)
-    watch.check()
-    return result, (watch.merged[-1] if watch.merged else None)
-
-
-def ending_line(result: IterationResult, branch: str, merged: str | None) -> str:
-    """The last line of `soda run` and `soda demo`: how the run ended, in words,
-    with its exit code. The reason itself was printed by the loop already."""
-    from soda.loop import Ending
-
-    n, cmd = result.number, soda_command()
-    where = (
-        f"; merged {merged[:10]} on {branch}"
-        if merged
-        else f"; nothing merged on {branch} in this run"
-    )
-    text = {
-        Ending.DONE: f"the spec is met (iteration {n}){where}",
-        Ending.CONTINUE: (
-            f"iteration {n} finished and the spec is not met yet: more to do{where};"
-            f" run `{cmd} run` to go on"
-        ),
-        Ending.STUCK: f"soda needs a person (the reason is above; `{cmd} show {n}`)",
-        Ending.HALT: f"something structural is wrong (`{cmd} show {n}`, table halts)",
-        Ending.TRANSIENT: f"a transient failure outlasted the retries; run `{cmd} run` to resume",
-        Ending.INTERRUPTED: f"stopped in iteration {n}; run `{cmd} run` to resume",
-    }[result.ending]
-    return f"{result.ending.name}: {text} (exit {result.ending.exit_code})"
-
-
-def soda_command() -> str:
-    """How a person can run this soda again from a shell: `soda` when that is on
-    PATH and is this program, else the running script's absolute path, else
-    `PYTHON -m soda`."""
-    argv0 = Path(sys.argv[0]) if sys.argv and sys.argv[0] else None
-    if argv0 is None or argv0.name == "__main__.py" or argv0.suffix == ".py":
-        return f"{shlex.quote(sys.executable)} -m soda"
-    on_path = shutil.which("soda")
-    if on_path and argv0.exists() and Path(on_path).resolve() == argv0.resolve():
-        return "soda"
-    if argv0.is_file():
-        return shlex.quote(str(argv0.absolute()))
-    return f"{shlex.quote(sys.executable)} -m soda"
 
 
 @app.command()
@@ -356,7 +265,7 @@ def demo(
     from soda.report import history_table
 
     target, session = start_demo(directory, _say)
-    result, merged = _drive(session, _say)
+    result, merged = drive(session, _say)
     out.print(history_table(session.db))
     for line in NO_COST_NOTE:
         _say(line)
@@ -411,63 +320,6 @@ def doctor(
     raise typer.Exit(0 if all(check.ok for check in checks) else 1)
 
 
-@app.command()
-@handled
-def start(ctx: typer.Context) -> None:
-    """Start soda in the background for this repository.
-
-    It works until DONE or STUCK, then idles until you write to it (soda tell,
-    a file in state/inbox/, or a spec change). Log: state/logs/soda.log.
-
-    Example: soda start && soda status
-    """
-    from soda import daemon
-
-    config = _project(ctx).config
-    pid = daemon.start(config)
-    out.print(f"soda started (pid {pid}); log: {config.state_dir / 'logs' / daemon.LOG_NAME}")
-
-
-@app.command()
-@handled
-def stop(ctx: typer.Context) -> None:
-    """Stop the background soda at its next safe point.
-
-    Example: soda stop
-    """
-    from soda import daemon
-
-    pid = daemon.stop(_project(ctx).config)
-    out.print(f"soda (pid {pid}) stopped" if pid else "soda is not running here")
-
-
-@app.command()
-@handled
-def status(ctx: typer.Context) -> None:
-    """Say whether soda runs here, what it is doing, and what waits for it.
-
-    Example: soda status
-    """
-    from soda import daemon
-
-    project = _project(ctx)
-    for line in daemon.status(project.config, project.db).lines():
-        out.print(line, markup=False)
-
-
-@app.command("daemon-run", hidden=True)
-@handled
-def daemon_run(ctx: typer.Context) -> None:
-    """The background process itself (started by soda start).
-
-    Example: soda daemon-run
-    """
-    from soda.config import find_config
-    from soda.daemon import Daemon
-
-    raise typer.Exit(Daemon(find_config(_project(ctx).directory)).run())
-
-
 def _say(line: str) -> None:
     out.print(line, markup=False)
 
@@ -482,6 +334,8 @@ def main() -> None:
     app()
 
 
-# The queue commands (tell, approve, reject, pause, resume, cancel) live in
-# soda.cli_queue; importing it here, last, registers them on `app` in this order.
+# The daemon commands (start, stop, status) live in soda.cli_daemon and the queue
+# commands (tell, approve, reject, pause, resume, cancel) in soda.cli_queue;
+# importing them here, last, registers them on `app` in this order.
+from soda import cli_daemon as _cli_daemon  # noqa: E402, F401
 from soda import cli_queue as _cli_queue  # noqa: E402, F401

@@ -23,7 +23,7 @@ def _check_verdict_target(project: Project, number: int, verb: str) -> str | Non
     """Raise InputError unless iteration `number` is waiting for a verdict, may
     still ask for one, or is the next iteration; a note for the person, if any."""
     from soda.errors import InputError
-    from soda.store import history, runs
+    from soda.store import events, history, runs
 
     db = project.db
     latest = runs.next_iteration_number(db) - 1
@@ -43,7 +43,7 @@ def _check_verdict_target(project: Project, number: int, verb: str) -> str | Non
             f"iteration {number} is not waiting for approval: it ended"
             f" ({row['outcome'] or row['decision'] or 'no outcome'}); see `soda show {number}`"
         )
-    asked = db["events"].count_where("iteration_id = ? AND kind = 'approval.waiting'", [row["id"]])
+    asked = events.count(db, row["id"], "approval.waiting")
     return None if asked else f"iteration {number} is running and has not asked yet"
 
 

@@ -151,12 +151,7 @@ def _calls_summary(db: Database, iteration_id: int) -> list[str]:
         "AGENT CALLS (agent, model, turn: tokens in/out, cache write/read, cost, latency, stop;",
         "then what the agent said, the tools it called and its answer, each clipped)",
     ]
-    responses = [
-        r["response_json"]
-        for r in db["agent_calls"].rows_where(
-            "iteration_id = ?", [iteration_id], order_by="id", select="response_json"
-        )
-    ]
+    responses = history.responses_in(db, iteration_id)
     for (agent, model, turn, tin, tout, cw, cr, cost, latency, stop), raw in zip(
         rows, responses, strict=False
     ):

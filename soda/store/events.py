@@ -12,3 +12,11 @@ def append(db: Database, row: dict[str, Any]) -> None:
     transaction."""
     with db.conn:
         db["events"].insert(row)
+
+
+def count(db: Database, iteration_id: int, kind: str) -> int:
+    """How many events of `kind` the iteration emitted."""
+    row = db.execute(
+        "SELECT count(*) FROM events WHERE iteration_id = ? AND kind = ?", [iteration_id, kind]
+    ).fetchone()
+    return int(row[0])

@@ -58,3 +58,12 @@ def calls_in(db: Database, iteration_id: int) -> list[CallRow]:
         " WHERE iteration_id = ? ORDER BY id",
         [iteration_id],
     ).fetchall()
+
+
+def responses_in(db: Database, iteration_id: int) -> list[str | None]:
+    """The raw responses (response_json) of the iteration's model calls, in order."""
+    rows = db.execute(
+        "SELECT response_json FROM agent_calls WHERE iteration_id = ? ORDER BY id",
+        [iteration_id],
+    )
+    return [row[0] for row in rows]
