@@ -14,7 +14,7 @@ from soda.store.db import dumps, now
 
 
 class Events:
-    """Appends typed events. `kind` is a dotted name such as `phase.start`,
+    """Appends typed events. `kind` is a dotted name such as `act.merged`,
     `provider.retry` or `inbox.rejected`; `data` is any JSON-able mapping."""
 
     def __init__(self, db: Database, log_path: Path | None = None) -> None:
