@@ -13,7 +13,7 @@ import tomllib
 from pathlib import Path
 from typing import Literal
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
 from soda.errors import ConfigError
 
@@ -91,12 +91,28 @@ class ModelConfig(Section):
 class LoopConfig(Section):
     max_iterations: int = Field(20, gt=0)
     """Iterations in one run before soda stops as STUCK."""
-    loop_window: int = Field(5, gt=0)
-    """How many recent iterations loop detection looks at."""
-    loop_threshold: int = Field(3, ge=2)
-    """Iterations with the same intent and outcome in the window that count as a loop."""
+    loop_window: int = Field(5, ge=2, le=50)
+    """How many recent iterations loop detection looks at (2-50)."""
+    loop_threshold: int = Field(3, ge=2, le=50)
+    """Similar attempts in the window (alike intent, same failed outcome, same tasks or
+    failing tests) that make ORIENT hear "you have tried this N times" (2-50)."""
+    intent_similarity: float = Field(0.6, gt=0, le=1, allow_inf_nan=False)
+    """How alike two intents must be to count as the same attempt: the share of
+    normalized words they have in common (Jaccard, above 0 up to 1; 1 = same words)."""
+    warned_repeats: int = Field(1, ge=0, le=10)
+    """Similar attempts after the warning before the run stops as STUCK (0-10; 0
+    stops at once). loop_threshold + warned_repeats must fit in loop_window."""
     orient_pattern: Literal["split", "single"] = "split"
     """ORIENT as three fresh agents (split) or one agent walked through three steps (single)."""
+
+    @model_validator(mode="after")
+    def _repeats_fit_the_window(self) -> LoopConfig:
+        if self.loop_threshold + self.warned_repeats > self.loop_window:
+            raise ValueError(
+                f"loop_threshold ({self.loop_threshold}) + warned_repeats "
+                f"({self.warned_repeats}) must not exceed loop_window ({self.loop_window})"
+            )
+        return self
 
 
 class BudgetConfig(Section):

@@ -75,7 +75,8 @@ NO_WORK = (
 
 def decide(orientation: Orientation, loop: LoopState, budget: Budget, control: Control) -> Decision:
     """Route the iteration. Precedence: a met spec wins over every limit; a person's
-    control beats soda's own limits; limits beat a plan."""
+    control beats soda's own limits; limits beat a plan. A loop warning alone does
+    not stop the run (ORIENT saw it in the claims); a loop detected does."""
     if orientation.spec_satisfied is True:
         return Decision(Kind.DONE, orientation.summary)
     if control.stop_requested:
@@ -84,7 +85,7 @@ def decide(orientation: Orientation, loop: LoopState, budget: Budget, control: C
         return Decision(Kind.STUCK, "paused by a person; `soda resume` continues")
     if budget.exhausted:
         return Decision(Kind.STUCK, budget.describe())
-    if loop.loop.detected:
+    if loop.loop.detected:  # still repeating after ORIENT was warned
         return Decision(
             Kind.STUCK,
             f"loop detected: {loop.loop.detail}; give soda a correction with `soda tell` "
@@ -99,4 +100,6 @@ def decide(orientation: Orientation, loop: LoopState, budget: Budget, control: C
     plan = orientation.iteration_plan
     if not orientation.actionable_work_exists or plan is None or not plan.tasks:
         return Decision(Kind.STUCK, orientation.stuck_reason or NO_WORK)
+    if loop.loop.warning is not None:  # a first hit: ORIENT was told, and may try once more
+        return Decision(Kind.CONTINUE, f"{plan.intent} (loop warning: {loop.loop.detail})")
     return Decision(Kind.CONTINUE, plan.intent)

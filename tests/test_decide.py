@@ -42,9 +42,19 @@ def orientation(**overrides: Any) -> Orientation:
     return Orientation(**{**base, **overrides})
 
 
-NO_LOOP = LoopStatus(detected=False, detail="no repetition")
-LOOP = LoopStatus(detected=True, detail="intent 'add divide' ended gate_failed 3 times")
+NO_LOOP = LoopStatus(detected=False, detail="no repetition", warning=None)
+WARNING = LoopStatus(
+    detected=False,
+    detail='tried "add divide" 3 times',
+    warning='you have tried "add divide" 3 times (iterations 3, 2, 1); it ended gate_failed',
+)
+LOOP = LoopStatus(
+    detected=True,
+    detail='tried "add divide" 4 times; it ended gate_failed',
+    warning='you have tried "add divide" 4 times; the run stops as STUCK.',
+)
 OK = LoopState(iteration_in_run=1, max_iterations=5, loop=NO_LOOP)
+WARNED = LoopState(iteration_in_run=1, max_iterations=5, loop=WARNING)
 LOOPING = LoopState(iteration_in_run=1, max_iterations=5, loop=LOOP)
 PAST_MAX = LoopState(iteration_in_run=6, max_iterations=5, loop=NO_LOOP)
 AT_MAX = LoopState(iteration_in_run=5, max_iterations=5, loop=NO_LOOP)
@@ -95,7 +105,44 @@ CASES = [
         BUDGET,
         FREE,
         Kind.STUCK,
-        "loop detected: intent 'add divide'",
+        'loop detected: tried "add divide" 4 times',
+    ),
+    (
+        "loop warning continues",
+        orientation(),
+        WARNED,
+        BUDGET,
+        FREE,
+        Kind.CONTINUE,
+        'add divide (loop warning: tried "add divide" 3 times)',
+    ),
+    (
+        "satisfied beats loop",
+        orientation(spec_satisfied=True),
+        LOOPING,
+        BUDGET,
+        FREE,
+        Kind.DONE,
+        "met",
+    ),
+    ("paused beats warning", orientation(), WARNED, BUDGET, PAUSED, Kind.STUCK, "paused"),
+    (
+        "max beats warning",
+        orientation(),
+        LoopState(6, 5, WARNING),
+        BUDGET,
+        FREE,
+        Kind.STUCK,
+        "reached max iterations",
+    ),
+    (
+        "warning without work",
+        orientation(actionable_work_exists=False, iteration_plan=None, stuck_reason="need a key"),
+        WARNED,
+        BUDGET,
+        FREE,
+        Kind.STUCK,
+        "need a key",
     ),
     ("loop beats max", orientation(), LoopState(9, 5, LOOP), BUDGET, FREE, Kind.STUCK, "loop"),
     ("past max", orientation(), PAST_MAX, BUDGET, FREE, Kind.STUCK, "reached max iterations (5)"),

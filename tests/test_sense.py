@@ -1,4 +1,5 @@
-"""SENSE on a real repository and database: each claim group, the caps, loop status."""
+"""SENSE on a real repository and database: each claim group, the caps, loop status
+(loop detection in depth: tests/test_loop_detection.py)."""
 
 from __future__ import annotations
 
@@ -7,9 +8,9 @@ from pathlib import Path
 
 import pytest
 
-from soda.config import Config
-from soda.contracts import Claims, HumanInput, IterationBrief, validate
-from soda.sense import MAX_COMMITS, MAX_FILES, SenseInput, loop_status, sense
+from soda.config import Config, LoopConfig
+from soda.contracts import Claims, HumanInput, validate
+from soda.sense import MAX_COMMITS, MAX_FILES, Attempt, SenseInput, loop_status, sense
 from soda.store import open_db
 from soda.store.db import now
 from soda.trace import SqliteTracker
@@ -137,48 +138,65 @@ def test_project_claims_recent_iterations_and_budget(repo: Path, tmp_path: Path)
     later = SenseInput(**{**inp.__dict__, "iteration": 4})
     project = sense(later).project
     assert [r.number for r in project.recent] == [3, 2, 1]
-    assert project.loop.detected is True
+    assert project.loop.detected is False  # a first hit warns ORIENT
+    assert project.loop.warning is not None
+    assert project.loop.warning.startswith('you have tried "same" 3 times')
     assert project.budget.cost_usd == pytest.approx(0.25)
     assert project.learnings == ["tests live in tests/"]
 
 
-def brief(n: int, intent: str, outcome: str) -> IterationBrief:
-    return IterationBrief(
-        number=n, intent=intent, decision="CONTINUE", outcome=outcome, summary=None
-    )
+def attempt(n: int, intent: str, outcome: str) -> Attempt:
+    return Attempt(number=n, intent=intent, outcome=outcome)
 
 
 @pytest.mark.parametrize(
-    ("recent", "detected"),
+    ("recent", "warned"),
     [
         (
             [
-                brief(3, "Add X", "gate_failed"),
-                brief(2, "add  x", "gate_failed"),
-                brief(1, "ADD X", "gate_failed"),
+                attempt(3, "Add X", "gate_failed"),
+                attempt(2, "add  x", "gate_failed"),
+                attempt(1, "ADD X.", "gate_failed"),
             ],
             True,
         ),
         (
             [
-                brief(3, "Add X", "gate_failed"),
-                brief(2, "Add X", "merged"),
-                brief(1, "Add X", "gate_failed"),
+                attempt(3, "Add X", "gate_failed"),
+                attempt(2, "Add X", "merged"),
+                attempt(1, "Add X", "gate_failed"),
             ],
             False,
         ),
         (
-            [brief(3, "Add X", "merged"), brief(2, "Add Y", "merged"), brief(1, "Add Z", "merged")],
+            [
+                attempt(3, "Add X", "merged"),
+                attempt(2, "Add X", "merged"),
+                attempt(1, "Add X", "merged"),
+            ],
             False,
         ),
         (
-            [brief(4, "a", "m"), brief(3, "b", "m"), brief(2, "a", "m"), brief(1, "a", "m")],
+            [
+                attempt(3, "Add X", "gate_failed"),
+                attempt(2, "Add Y", "gate_failed"),
+                attempt(1, "Add Z", "gate_failed"),
+            ],
+            False,
+        ),
+        (
+            [
+                attempt(4, "a", "conflict"),
+                attempt(3, "b", "conflict"),
+                attempt(2, "a", "conflict"),
+                attempt(1, "a", "conflict"),
+            ],
             False,
         ),  # window 3
     ],
 )
-def test_loop_status(recent: list[IterationBrief], detected: bool) -> None:
-    status = loop_status(recent, window=3, threshold=3)
-    assert status.detected is detected
-    if detected:
+def test_loop_status(recent: list[Attempt], warned: bool) -> None:
+    status = loop_status(recent, LoopConfig(loop_window=3, loop_threshold=3, warned_repeats=0))
+    assert status.detected is warned  # no warned repeats: the first hit is a loop
+    if warned:
         assert "3 times" in status.detail

@@ -72,9 +72,13 @@ class IterationBrief(Contract):
 
 class LoopStatus(Contract):
     detected: bool
-    """True when the same intent ended the same way too often in the window."""
+    """True when similar attempts went on after a warning: the run stops as STUCK."""
     detail: str
-    """Which intent repeated and how often."""
+    """Which attempt repeated, how often and how it ended (for a person)."""
+    warning: str | None
+    """For ORIENT, once similar attempts (alike intent, same failure, same tasks or
+    failing tests) reach the threshold: what was tried, how often, how it ended, and
+    how many more such attempts stop the run. Plan something different."""
 
 
 class BudgetStatus(Contract):
