@@ -11,9 +11,14 @@
     ├── TransientError         the world hiccupped (timeouts, 429, 5xx); retried with
     │                          backoff inside the provider, then surfaced: the iteration
     │                          ends, nothing is lost, the run can resume (exit 5)
+    │   └── ModelGaveUp        a model's ordinary failure (turn limit, max_tokens, no tool
+    │                          call, prompt too long) outlasted the one second chance the
+    │                          runtime gives it; an executor's ends its task as given up
     └── StructuralError        the system itself is wrong; the loop HALTs and records why (exit 4)
         ├── ContractViolation  an agent's answer broke its JSON Schema contract
-        ├── ModelStopped       the model refused or ran out of tokens before answering
+        ├── ModelStopped       the model refused, or its structured answer is not JSON
+        ├── PromptTooLong      the provider refused a conversation longer than the model's
+        │                      context (the runtime condenses and asks again, once)
         ├── ScriptError        the scripted provider ran out or was asked something unplanned
         ├── DatabaseTooNew     state/soda.db was written by a newer soda
         └── GitError           a git operation failed in a way soda cannot route around
@@ -82,6 +87,20 @@ class TransientError(SodaError):
     exit_code = 5
 
 
+class ModelGaveUp(TransientError):
+    """An agent's model failed in an ordinary way twice: it was handed the failure
+    once (a last forced turn, a higher max_tokens, a reminder to call a tool, a
+    condensed history) and failed again. Not structural, so no HALT: an executor's
+    task ends as given up, any other agent's iteration ends like a transient failure
+    and a later one tries again. `reason` is turn_limit, max_tokens, no_tool_call or
+    prompt_too_long."""
+
+    def __init__(self, reason: str, message: str, raw: Any = None) -> None:
+        self.reason = reason
+        self.raw = raw
+        super().__init__(message)
+
+
 class StructuralError(SodaError):
     """The system is wrong, not the weather: never retried, the loop HALTs.
     Exit code 4."""
@@ -116,12 +135,19 @@ class ContractViolation(StructuralError):
 
 
 class ModelStopped(StructuralError):
-    """The model stopped without a usable answer (refusal, max_tokens, turn limit)."""
+    """The model stopped without a usable answer: a refusal, or a structured answer
+    that is not JSON. (Running out of turns or tokens is ordinary: see ModelGaveUp.)"""
 
     def __init__(self, reason: str, message: str, raw: Any = None) -> None:
         self.reason = reason
         self.raw = raw
         super().__init__(message)
+
+
+class PromptTooLong(StructuralError):
+    """The provider refused the request because the conversation exceeds the model's
+    context window. The runtime condenses older tool results and asks once more;
+    only a caller without that recourse sees this as structural."""
 
 
 class ScriptError(StructuralError):

@@ -8,6 +8,18 @@ the contract. A violation is structural: it raises ContractViolation and is neve
 retried, because a model that could not follow the contract once is a prompt or
 schema problem for a person to look at. Every model call is handed to a
 `CallRecorder`, which stores it in `agent_calls` and enforces the budget.
+
+A real model's ordinary failures go back to it, once each (events
+`agent.soft_failure`), and only a second failure gives up (`ModelGaveUp`, never
+a HALT; an executor's task ends as given up instead):
+
+- out of turns (model.max_turns): one last turn asks for the answer alone;
+- cut off at max_tokens with no whole tool call: the call is made again with the
+  limit doubled, up to the model's maximum, and the raised limit holds for the
+  rest of the run;
+- a turn without a tool call: the model is told to call one;
+- a prompt past the context window: older tool results become one-line notes
+  (what was called, how long the result was) and the call is made again.
 """
 
 from __future__ import annotations
@@ -15,7 +27,7 @@ from __future__ import annotations
 import json
 import tomllib
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from functools import cache
 from typing import Any, Literal, Protocol
 
@@ -28,17 +40,35 @@ from soda.errors import (
     BudgetExhausted,
     ContractViolation,
     Interrupted,
-    ModelStopped,
+    ModelGaveUp,
+    PromptTooLong,
     StructuralError,
     Violation,
 )
 from soda.events import Events
-from soda.llm.base import Message, Model, ModelRequest, ModelResponse, ToolResult, ToolSpec
+from soda.llm.base import (
+    Message,
+    Model,
+    ModelRequest,
+    ModelResponse,
+    ToolCall,
+    ToolResult,
+    ToolSpec,
+    raised_limit,
+    safe_response,
+)
 from soda.resources import resource_dir
 from soda.store import agent_calls
 
 SUBMIT = "submit"
 GIVE_UP = "cannot_complete"
+CONDENSE_ABOVE = 300
+"""Tool results at most this long (characters) stay as they are when a history is
+condensed: their note would be no shorter (a note is one line of under 300)."""
+NO_TOOL_CALL = (
+    "You ended your turn without calling a tool. Every turn must be a tool call: "
+    "keep working with your tools, or call `submit` with your final answer."
+)
 
 
 @dataclass(frozen=True)
@@ -85,6 +115,9 @@ class Toolset(Protocol):
 
 class Recorder(Protocol):
     def __call__(self, agent: str, response: ModelResponse, turn: int) -> None: ...
+
+    def note(self, agent: str, failure: str, data: dict[str, Any]) -> None:
+        """A soft failure handed back to the model (see the module docstring)."""
 
 
 @dataclass
@@ -147,6 +180,19 @@ def render_inputs(agent: Agent, inputs: dict[str, Any]) -> str:
     return "\n\n".join(parts) + "\n\nWork with your tools, then call `submit`."
 
 
+@dataclass
+class _Conversation:
+    """One agent run's moving parts: what is sent on the next turn."""
+
+    agent: Agent
+    model: str
+    tools: list[ToolSpec]
+    messages: list[Message]
+    max_tokens: int
+    turn: int = 0
+    """The turn being asked (for an Answer given up on the way)."""
+
+
 class AgentRunner:
     def __init__(self, model: Model, config: Config, record: Recorder) -> None:
         self.model = model
@@ -156,30 +202,45 @@ class AgentRunner:
         """Checked before every model call: the safe point where a signal takes effect."""
 
     def run(self, agent: Agent, inputs: dict[str, Any], toolbox: Toolset | None) -> Answer:
-        tools = (toolbox.specs() if toolbox else []) + terminal_tools(agent)
-        messages = [Message(role="user", text=render_inputs(agent, inputs))]
-        model_id = self.config.model.strong if agent.tier == "strong" else self.config.model.fast
-        for turn in range(1, self.config.model.max_turns + 1):
-            if self.should_stop():
-                raise Interrupted(f"stopped before turn {turn} of agent {agent.name}")
-            request = ModelRequest(
-                agent=agent.name,
-                model=model_id,
-                system=agent.system,
-                messages=list(messages),
-                tools=tools,
-                answer_tool=SUBMIT,
-                max_tokens=self.config.model.max_tokens,
-            )
-            response = self.model.complete(request)
-            self.record(agent.name, response, turn)
+        """The agent's validated answer. Raises ContractViolation when the answer
+        breaks the contract, and ModelGaveUp when the model failed twice in an
+        ordinary way; an agent that may give up (the executor) gets an Answer
+        that says so instead."""
+        conversation = _Conversation(
+            agent=agent,
+            model=self.config.model.strong if agent.tier == "strong" else self.config.model.fast,
+            tools=(toolbox.specs() if toolbox else []) + terminal_tools(agent),
+            messages=[Message(role="user", text=render_inputs(agent, inputs))],
+            max_tokens=self.config.model.max_tokens,
+        )
+        try:
+            return self._converse(conversation, toolbox)
+        except ModelGaveUp as exc:
+            if not agent.can_give_up:
+                raise
+            return Answer(output=None, gave_up=f"gave up: {exc}", turns=conversation.turn)
+
+    def _converse(self, conversation: _Conversation, toolbox: Toolset | None) -> Answer:
+        agent, messages = conversation.agent, conversation.messages
+        max_turns = self.config.model.max_turns
+        reminded = False
+        for turn in range(1, max_turns + 1):
+            response = self._ask(conversation, turn)
             if not response.tool_calls:
-                raise ModelStopped(
-                    "no_answer",
-                    f"agent {agent.name} ended turn {turn} without calling a tool "
-                    f"(stop_reason {response.stop_reason})",
-                    raw=response.raw,
-                )
+                if reminded:
+                    raise ModelGaveUp(
+                        "no_tool_call",
+                        f"no tool call: agent {agent.name} ended turn {turn} without calling "
+                        f"a tool, again after being told to (stop_reason {response.stop_reason})",
+                        raw=response.raw,
+                    )
+                reminded = True
+                self.record.note(agent.name, "no_tool_call", {"turn": turn})
+                if response.text:
+                    messages.append(Message(role="assistant", text=response.text))
+                _tell(messages, NO_TOOL_CALL)
+                continue
+            reminded = False
             messages.append(
                 Message(role="assistant", text=response.text, tool_calls=response.tool_calls)
             )
@@ -191,11 +252,96 @@ class AgentRunner:
                 for call in response.tool_calls
             ]
             messages.append(Message(role="user", tool_results=results))
-        raise ModelStopped(
+        return self._last_turn(conversation, max_turns)
+
+    def _last_turn(self, conversation: _Conversation, max_turns: int) -> Answer:
+        """Out of turns: one more, in which only the answer (or giving up) counts."""
+        agent = conversation.agent
+        allowed = (SUBMIT, GIVE_UP) if agent.can_give_up else (SUBMIT,)
+        self.record.note(agent.name, "turn_limit", {"turn": max_turns})
+        _tell(conversation.messages, last_turn_prompt(agent, max_turns))
+        response = self._ask(conversation, max_turns + 1, must_call=allowed)
+        answer = self._terminal(agent, response, max_turns + 1)
+        if answer is not None and answer.gave_up is not None:
+            answer.gave_up = f"turn limit ({max_turns} turns): {answer.gave_up}"
+        if answer is not None:
+            return answer
+        raise ModelGaveUp(
             "turn_limit",
-            f"agent {agent.name} did not submit within {self.config.model.max_turns} turns "
-            "(model.max_turns)",
+            f"turn limit: agent {agent.name} did not submit within {max_turns} turns "
+            "(model.max_turns), nor on one last turn that asked only for its answer",
+            raw=response.raw,
         )
+
+    def _ask(
+        self, conversation: _Conversation, turn: int, must_call: tuple[str, ...] = ()
+    ) -> ModelResponse:
+        """One turn's model call, recorded, with its two second chances: a
+        condensed history for a prompt too long, a higher limit for an answer cut
+        off at max_tokens."""
+        agent = conversation.agent
+        condensed = raised = False
+        while True:
+            conversation.turn = turn
+            if self.should_stop():
+                raise Interrupted(f"stopped before turn {turn} of agent {agent.name}")
+            request = ModelRequest(
+                agent=agent.name,
+                model=conversation.model,
+                system=agent.system,
+                messages=list(conversation.messages),
+                tools=conversation.tools,
+                answer_tool=SUBMIT,
+                max_tokens=conversation.max_tokens,
+                must_call=must_call,
+            )
+            try:
+                response = self.model.complete(request)
+            except PromptTooLong as exc:
+                shorter = None if condensed else condense(conversation.messages)
+                if shorter is None:
+                    why = (
+                        "even with older tool results condensed"
+                        if condensed
+                        else "and has no older tool results to condense"
+                    )
+                    raise ModelGaveUp(
+                        "prompt_too_long",
+                        f"prompt too long: agent {agent.name}'s conversation exceeds the "
+                        f"model's context {why} ({exc})",
+                    ) from exc
+                self.record.note(
+                    agent.name,
+                    "prompt_too_long",
+                    {
+                        "turn": turn,
+                        "characters_before": history_size(conversation.messages),
+                        "characters_after": history_size(shorter),
+                    },
+                )
+                conversation.messages[:] = shorter
+                condensed = True
+                continue
+            response = safe_response(response)
+            self.record(agent.name, response, turn)
+            if response.tool_calls or not response.truncated:
+                return response
+            higher = None if raised else raised_limit(conversation.model, conversation.max_tokens)
+            if higher is None:
+                why = "again after it was raised" if raised else "the most this model allows"
+                raise ModelGaveUp(
+                    "max_tokens",
+                    f"max_tokens: agent {agent.name}'s answer was cut off at max_tokens = "
+                    f"{conversation.max_tokens}, {why}",
+                    raw=response.raw,
+                )
+            self.record.note(
+                agent.name,
+                "max_tokens",
+                {"turn": turn, "max_tokens": conversation.max_tokens, "raised_to": higher},
+            )
+            conversation.max_tokens = higher
+            raised = True
 
     def _terminal(self, agent: Agent, response: ModelResponse, turn: int) -> Answer | None:
         for call in response.tool_calls:
@@ -218,6 +364,74 @@ class AgentRunner:
         return ToolResult(call_id, outcome.content, is_error=outcome.is_error)
 
 
+def last_turn_prompt(agent: Agent, max_turns: int) -> str:
+    """What the model is told on the turn after its last one."""
+    ask = (
+        "call `submit` now if the task is done, or `cannot_complete` saying what is left"
+        if agent.can_give_up
+        else "call `submit` now with your final answer, from what you have found so far"
+    )
+    return (
+        f"You have used all {max_turns} turns. No other tool will run: {ask}. "
+        "This is your last turn."
+    )
+
+
+def _tell(messages: list[Message], text: str) -> None:
+    """Say `text` to the model after the last message: in the last user turn when
+    there is one (some chat templates refuse two user turns in a row)."""
+    last = messages[-1]
+    if last.role == "user":
+        messages[-1] = replace(last, text=f"{last.text}\n\n{text}" if last.text else text)
+    else:
+        messages.append(Message(role="user", text=text))
+
+
+def condense(messages: list[Message]) -> list[Message] | None:
+    """`messages` with every tool result but the latest turn's, when longer than
+    CONDENSE_ABOVE, replaced by a one-line note of what it was and its size; None
+    when nothing could be condensed."""
+    calls: dict[str, ToolCall] = {call.id: call for m in messages for call in m.tool_calls}
+    latest = max((i for i, m in enumerate(messages) if m.tool_results), default=-1)
+    changed = False
+    shorter: list[Message] = []
+    for index, message in enumerate(messages):
+        if index == latest or not message.tool_results:
+            shorter.append(message)
+            continue
+        results = []
+        for result in message.tool_results:
+            if len(result.content) > CONDENSE_ABOVE:
+                note = condensed_note(calls.get(result.call_id), result)
+                result = ToolResult(result.call_id, note, result.is_error)
+                changed = True
+            results.append(result)
+        shorter.append(replace(message, tool_results=results))
+    return shorter if changed else None
+
+
+def condensed_note(call: ToolCall | None, result: ToolResult) -> str:
+    """One line in place of a tool result: the call, the outcome and the size."""
+    what = f"{call.name} {json.dumps(call.input, ensure_ascii=False)}" if call else "a tool call"
+    if len(what) > 160:
+        what = what[:157] + "..."
+    outcome = "failed with" if result.is_error else "returned"
+    return (
+        f"[condensed to fit the context: {what} {outcome} {len(result.content):,} "
+        "characters; call it again if you need them]"
+    )
+
+
+def history_size(messages: list[Message]) -> int:
+    """Characters of text, tool inputs and tool results in a conversation."""
+    return sum(
+        len(m.text)
+        + sum(len(json.dumps(call.input)) for call in m.tool_calls)
+        + sum(len(result.content) for result in m.tool_results)
+        for m in messages
+    )
+
+
 class CallRecorder:
     """Stores every model call in agent_calls, keeps the iteration's totals, and
     stops the run (BudgetExhausted) once a [budget] limit is passed."""
@@ -237,6 +451,9 @@ class CallRecorder:
         self.cost_usd = 0.0
 
     def __call__(self, agent: str, response: ModelResponse, turn: int) -> None:
+        # A lone surrogate in the raw answer could be neither JSON-encoded as UTF-8
+        # nor stored by SQLite: it becomes U+FFFD on the way in.
+        response = safe_response(response)
         usage = response.usage
         cost = usage.cost(self.config.model.prices.get(response.model))
         agent_calls.record(
@@ -246,6 +463,10 @@ class CallRecorder:
         self.tokens_out += usage.output_tokens
         self.cost_usd += cost
         self._check_budget()
+
+    def note(self, agent: str, failure: str, data: dict[str, Any]) -> None:
+        """A soft failure handed back to the model: an `agent.soft_failure` event."""
+        self.events.emit("agent.soft_failure", {"agent": agent, "failure": failure, **data})
 
     def run_cost(self) -> float:
         return agent_calls.run_cost(self.db, self.run_id)

@@ -13,13 +13,15 @@ items, built with the helpers below, and records every request.
         assert fake_api.requests[-1].body["tool_choice"] == {"type": "any"}
 
 Faults: `rate_limited(retry_after)` (429), `server_error()` (500), `overloaded()`
-(529), `unauthorized()` (401), `bad_request(message)` (400), `stall(seconds)` (no
+(529), `unauthorized()` (401), `bad_request(message)` (400), `prompt_too_long()`
+(the API's 400 for a conversation past the context window), `stall(seconds)` (no
 answer until the client gives up; bounded), `drop()` (socket closed without a
-response), `truncated()` (valid headers, body cut in half). Answers:
-`text_response`, `json_response`, `tool_use_response`, `message_response`,
-`refusal_response`, `max_tokens_response`. A request that finds the queue empty
-gets a 500 "fake API script exhausted" and fails the test at teardown, so a
-short script can never pass quietly.
+response), `truncated()` (valid headers, body cut in half), `garbage(payload)` (a
+200 whose body is not JSON, or not a message). Answers: `text_response`,
+`json_response`, `tool_use_response`, `message_response`, `refusal_response`,
+`max_tokens_response`, `surrogate_response` (valid JSON spelling a lone surrogate
+as `\\ud83d`). A request that finds the queue empty gets a 500 "fake API script
+exhausted" and fails the test at teardown, so a short script can never pass quietly.
 
 PYTEST_DONT_REWRITE: test modules import the builders before pytest loads this
 module as a plugin, so pytest could not rewrite it anyway; the marker keeps it
@@ -53,6 +55,9 @@ class Reply:
     headers: dict[str, str] = field(default_factory=dict)
     fault: Fault | None = None
     stall_seconds: float = 0.0
+    payload: bytes | None = None
+    """Sent verbatim instead of the JSON of `body` (for bodies that are not JSON)."""
+    content_type: str = "application/json"
 
 
 @dataclass(frozen=True)
@@ -158,11 +163,11 @@ class _Handler(BaseHTTPRequestHandler):
             self.server.fake._closing.wait(reply.stall_seconds)
             self.close_connection = True
             return
-        payload = json.dumps(reply.body).encode()
+        payload = json.dumps(reply.body).encode() if reply.payload is None else reply.payload
         if reply.fault == "truncate":
             payload = payload[: len(payload) // 2]
         self.send_response(reply.status)
-        self.send_header("content-type", "application/json")
+        self.send_header("content-type", reply.content_type)
         self.send_header("content-length", str(len(payload)))
         self.send_header("request-id", f"req_fake_{next(_ids)}")
         for name, value in reply.headers.items():
@@ -271,6 +276,12 @@ def refusal_response(text: str = "I can't help with that.", **kwargs: Any) -> Re
     return text_response(text, stop_reason="refusal", **kwargs)
 
 
+def surrogate_response(text: str = "half an emoji: \ud83d", **kwargs: Any) -> Reply:
+    """A text answer holding a lone surrogate. json.dumps escapes it (`\\ud83d`), so
+    the body is valid JSON whose string no UTF-8 encoder can carry."""
+    return text_response(text, **kwargs)
+
+
 def max_tokens_response(text: str = '{"summary": "cut off mid', **kwargs: Any) -> Reply:
     return text_response(text, stop_reason="max_tokens", **kwargs)
 
@@ -306,6 +317,22 @@ def unauthorized() -> Reply:
 
 def bad_request(message: str = "messages: field required") -> Reply:
     return error_response(400, "invalid_request_error", message)
+
+
+def prompt_too_long(tokens: int = 215_000) -> Reply:
+    """The API's refusal of a conversation past the context window."""
+    return bad_request(f"prompt is too long: {tokens} tokens > 200000 maximum")
+
+
+def garbage(
+    payload: bytes | dict[str, Any] = b"<html>502 Bad Gateway</html>",
+    content_type: str = "application/json",
+) -> Reply:
+    """A 200 that is not a message: bytes sent as they are (not JSON, or not even
+    UTF-8), or a JSON object of the wrong shape."""
+    if isinstance(payload, dict):
+        return Reply(body=payload, content_type=content_type)
+    return Reply(payload=payload, content_type=content_type)
 
 
 def stall(seconds: float = 2.0) -> Reply:

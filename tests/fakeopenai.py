@@ -1,7 +1,7 @@
 """A local OpenAI-compatible chat-completions server for tests.
 
 The same server as `tests.fakeapi` (queue of replies, recorded requests, faults:
-`stall`, `drop`, `truncated`), serving `POST /v1/chat/completions` with the
+`stall`, `drop`, `truncated`, `garbage`), serving `POST /v1/chat/completions` with the
 OpenAI wire format and error shape. Use it with
 `pytest_plugins = ("tests.fakeopenai",)` and the `fake_openai` fixture.
 
@@ -79,4 +79,13 @@ def error_reply(status: int, message: str, headers: dict[str, str] | None = None
         status=status,
         body={"error": {"message": message, "type": "error", "code": status}},
         headers=headers or {},
+    )
+
+
+def context_exceeded_reply() -> Reply:
+    """vLLM's (and OpenAI's) 400 for a prompt past the context window."""
+    return error_reply(
+        400,
+        "This model's maximum context length is 4096 tokens. However, you requested "
+        "5120 tokens (5000 in the messages, 120 in the completion).",
     )

@@ -8,12 +8,19 @@ from __future__ import annotations
 
 import time
 import warnings
+from dataclasses import replace
 from typing import Any
 
 import pytest
 
 from soda.config import ModelConfig
-from soda.errors import CredentialsError, ModelStopped, StructuralError, TransientError
+from soda.errors import (
+    CredentialsError,
+    ModelStopped,
+    PromptTooLong,
+    StructuralError,
+    TransientError,
+)
 from soda.llm.anthropic import AnthropicModel, retry_after
 from soda.llm.base import Message, ModelRequest, ToolCall, ToolResult, ToolSpec
 from tests.fakeapi import (
@@ -22,13 +29,16 @@ from tests.fakeapi import (
     bad_request,
     drop,
     error_response,
+    garbage,
     json_response,
     max_tokens_response,
     message_response,
     overloaded,
+    prompt_too_long,
     rate_limited,
     refusal_response,
     stall,
+    surrogate_response,
     text_response,
     tool_use_response,
     truncated,
@@ -415,22 +425,97 @@ def test_refusal_is_model_stopped(model: AnthropicModel, fake_api: FakeAPI) -> N
     assert caught.value.raw["stop_reason"] == "refusal"
 
 
-def test_max_tokens_without_a_tool_call_is_model_stopped(
+def test_max_tokens_in_json_mode_is_truncated_without_an_answer(
     model: AnthropicModel, fake_api: FakeAPI
 ) -> None:
     fake_api.enqueue(max_tokens_response())
-    with pytest.raises(ModelStopped, match="max_tokens = 1000") as caught:
-        model.complete(ask(tools=[SUBMIT]))
-    assert caught.value.reason == "max_tokens"
+    response = model.complete(ask(tools=[SUBMIT]))
+    assert response.truncated and response.tool_calls == []
+    assert response.stop_reason == "max_tokens" and len(fake_api.requests) == 1
 
 
-def test_max_tokens_after_a_complete_tool_call_keeps_the_call(
+def test_max_tokens_drops_the_last_tool_call_and_keeps_whole_ones(
     model: AnthropicModel, fake_api: FakeAPI
 ) -> None:
-    fake_api.enqueue(tool_use_response("read_file", {"path": "a.py"}, stop_reason="max_tokens"))
+    whole = {"type": "tool_use", "id": "toolu_1", "name": "read_file", "input": {"path": "a.py"}}
+    cut = {"type": "tool_use", "id": "toolu_2", "name": "read_file", "input": {}}
+    fake_api.enqueue(message_response([whole, cut], stop_reason="max_tokens"))
     response = model.complete(ask())
-    assert response.stop_reason == "max_tokens"
-    assert response.tool_calls[0].input == {"path": "a.py"}
+    assert response.truncated and response.stop_reason == "max_tokens"
+    assert response.tool_calls == [ToolCall("toolu_1", "read_file", {"path": "a.py"})]
+
+
+def test_a_single_forced_tool_is_named_in_tool_choice(
+    model: AnthropicModel, fake_api: FakeAPI
+) -> None:
+    fake_api.enqueue(*(tool_use_response("submit", {"verdict": "pass"}) for _ in range(2)))
+    model.complete(replace(ask(), must_call=("submit",)))
+    model.complete(replace(ask(), must_call=("submit", "read_file")))
+    first, second = (sent.body for sent in fake_api.requests)
+    assert first["tool_choice"] == {"type": "tool", "name": "submit"}
+    assert [tool["name"] for tool in first["tools"]] == ["read_file", "submit"]
+    assert second["tool_choice"] == {"type": "any"}
+
+
+# A 200 that cannot be read is transient: retried, never a traceback
+
+
+@pytest.mark.parametrize(
+    "reply",
+    [
+        garbage(),
+        garbage(b"\xff\xfe not even utf-8"),
+        garbage(b"upstream said no", content_type="text/plain"),
+        garbage({"type": "message", "id": "msg_1"}),
+        garbage({"type": "message", "content": "not a list of blocks", "usage": None}),
+        surrogate_response(),
+        tool_use_response("submit", {"verdict": "pass \udc00"}),
+    ],
+    ids=[
+        "html",
+        "not-utf8",
+        "not-json-content-type",
+        "no-content",
+        "wrong-types",
+        "surrogate-text",
+        "surrogate-tool-input",
+    ],
+)
+def test_unreadable_200_is_retried(
+    model: AnthropicModel, fake_api: FakeAPI, events: Events, reply: Any
+) -> None:
+    fake_api.enqueue(reply, tool_use_response("submit", {"verdict": "pass"}))
+    response = model.complete(ask())
+    assert response.tool_calls[0].input == {"verdict": "pass"}
+    assert len(events.of("provider.retry")) == 1 and len(fake_api.requests) == 2
+
+
+def test_json_answer_spelling_a_lone_surrogate_is_retried(
+    model: AnthropicModel, fake_api: FakeAPI, events: Events
+) -> None:
+    fake_api.enqueue(json_response({"verdict": "\udfff"}), json_response({"verdict": "pass"}))
+    assert model.complete(ask(tools=[SUBMIT])).tool_calls[0].input == {"verdict": "pass"}
+    [retry] = events.of("provider.retry")
+    assert "lone surrogates" in retry["reason"]
+
+
+def test_unreadable_200s_past_the_budget_are_transient(fake_api: FakeAPI, events: Events) -> None:
+    model = AnthropicModel(config_for(fake_api, max_retries=1), events, sleep=lambda s: None)
+    fake_api.enqueue(surrogate_response(), garbage())
+    with pytest.raises(TransientError, match="gave up after 2 attempt") as caught:
+        model.complete(ask())
+    assert "not valid JSON" in str(caught.value)
+    [retry] = events.of("provider.retry")
+    assert "lone surrogates" in retry["reason"]
+
+
+def test_prompt_too_long_is_its_own_error_and_not_retried(
+    model: AnthropicModel, fake_api: FakeAPI
+) -> None:
+    fake_api.enqueue(prompt_too_long())
+    with pytest.raises(PromptTooLong, match="prompt is too long: 215000 tokens"):
+        model.complete(ask())
+    assert len(fake_api.requests) == 1
 
 
 def test_unknown_stop_reason_passes_through(model: AnthropicModel, fake_api: FakeAPI) -> None:

@@ -4,16 +4,26 @@ shape, structured answers, and the same faults as the Anthropic provider."""
 from __future__ import annotations
 
 import time
+from dataclasses import replace
 from typing import Any
 
 import pytest
 
 from soda.config import ModelConfig
-from soda.errors import ConfigError, CredentialsError, ModelStopped, StructuralError, TransientError
+from soda.errors import (
+    ConfigError,
+    CredentialsError,
+    ModelStopped,
+    PromptTooLong,
+    StructuralError,
+    TransientError,
+)
 from soda.llm.base import Message, ModelRequest, ToolCall, ToolResult, ToolSpec
 from soda.llm.openai_compat import OpenAICompatModel
-from tests.fakeapi import FakeAPI, drop, stall, truncated
+from tests.fakeapi import FakeAPI, drop, garbage, stall, truncated
 from tests.fakeopenai import (
+    completion,
+    context_exceeded_reply,
     error_reply,
     json_reply,
     length_reply,
@@ -144,14 +154,56 @@ def test_budget_exhausted_is_transient(fake_openai: FakeAPI) -> None:
         model(fake_openai, Recorder()).complete(request())
 
 
-@pytest.mark.parametrize(
-    ("reply", "reason"), [(refusal_reply(), "refusal"), (length_reply(), "max_tokens")]
-)
-def test_refusal_and_length_are_structural(fake_openai: FakeAPI, reply: Any, reason: str) -> None:
-    fake_openai.enqueue(reply)
+def test_refusal_is_structural(fake_openai: FakeAPI) -> None:
+    fake_openai.enqueue(refusal_reply())
     with pytest.raises(ModelStopped) as info:
         model(fake_openai, Recorder()).complete(request())
-    assert info.value.reason == reason
+    assert info.value.reason == "refusal"
+
+
+def test_length_is_truncated_without_the_cut_call(fake_openai: FakeAPI) -> None:
+    whole = {"id": "c1", "type": "function", "function": {"name": "read_file", "arguments": "{}"}}
+    cut = {"id": "c2", "type": "function", "function": {"name": "read_file", "arguments": '{"pa'}}
+    fake_openai.enqueue(
+        length_reply(),
+        completion({"role": "assistant", "content": None, "tool_calls": [whole, cut]}, "length"),
+    )
+    answer = model(fake_openai, Recorder()).complete(request())
+    assert answer.truncated and answer.tool_calls == []
+    calls = model(fake_openai, Recorder()).complete(request(READ, SUBMIT))
+    assert calls.truncated and [c.id for c in calls.tool_calls] == ["c1"]
+
+
+def test_context_exceeded_is_prompt_too_long(fake_openai: FakeAPI) -> None:
+    fake_openai.enqueue(context_exceeded_reply())
+    with pytest.raises(PromptTooLong, match="maximum context length is 4096"):
+        model(fake_openai, Recorder()).complete(request())
+    assert len(fake_openai.requests) == 1
+
+
+@pytest.mark.parametrize(
+    "reply",
+    [
+        garbage(b"<html>bad gateway</html>"),
+        garbage({"object": "error"}),
+        completion({"role": "assistant", "content": '{"ok": true, "note": "\\ud800"}'}),
+    ],
+    ids=["not-json", "no-choices", "surrogate"],
+)
+def test_unreadable_200_is_retried(fake_openai: FakeAPI, reply: Any) -> None:
+    rec = Recorder()
+    fake_openai.enqueue(reply, json_reply({"ok": True}))
+    response = model(fake_openai, rec).complete(request())
+    assert response.tool_calls[0].input == {"ok": True}
+    assert [kind for kind, _ in rec.events] == ["provider.retry"]
+
+
+def test_a_single_forced_tool_is_named_in_tool_choice(fake_openai: FakeAPI) -> None:
+    fake_openai.enqueue(tool_call_reply("submit", {"ok": True}))
+    forced = replace(request(READ, SUBMIT), must_call=("submit",))
+    model(fake_openai, Recorder()).complete(forced)
+    body = fake_openai.requests[0].body
+    assert body["tool_choice"] == {"type": "function", "function": {"name": "submit"}}
 
 
 def test_401_names_the_key_variable(fake_openai: FakeAPI) -> None:

@@ -9,7 +9,7 @@ import pytest
 
 from soda.config import BudgetConfig, Config, ModelConfig, Price
 from soda.contracts import Assessment
-from soda.errors import BudgetExhausted, ContractViolation, InputError, ModelStopped, ScriptError
+from soda.errors import BudgetExhausted, ContractViolation, InputError, ScriptError
 from soda.events import Events
 from soda.llm.scripted import ScriptedModel
 from soda.runtime import AgentRunner, CallRecorder, load_agent, render_inputs
@@ -96,19 +96,29 @@ def test_schema_violation_raises_with_path_and_raw(setup) -> None:
     assert info.value.raw["confidence"] == "certain"
 
 
-def test_turn_limit(setup) -> None:
+def test_turn_limit_asks_once_more_for_the_answer_alone(setup) -> None:
     _, make = setup
     echo = {"agent": "assessor", "tool_calls": [{"name": "echo", "input": {}}]}
-    _, runner, _ = make([echo, echo, echo, echo])
-    with pytest.raises(ModelStopped, match="within 3 turns"):
-        runner.run(load_agent("assessor"), INPUTS, Echo())
+    model, runner, _ = make([echo, echo, echo, submit(ASSESSMENT)])
+    answer = runner.run(load_agent("assessor"), INPUTS, Echo())
+    assert isinstance(answer.output, Assessment) and answer.turns == 4
+    last = model.requests[-1]
+    assert last.must_call == ("submit",)
+    assert {t.name for t in last.tools} == {"echo", "refuse", "submit"}  # the cache holds
+    assert "You have used all 3 turns" in last.messages[-1].text
+    assert last.messages[-1].tool_results[0].content == "echo ok"  # same user turn
 
 
-def test_answer_without_tool_call_is_structural(setup) -> None:
+def test_answer_without_tool_call_gets_one_reminder(setup) -> None:
     _, make = setup
-    _, runner, _ = make([{"agent": "assessor", "text": "I think it is fine."}])
-    with pytest.raises(ModelStopped, match="without calling a tool"):
-        runner.run(load_agent("assessor"), INPUTS, None)
+    model, runner, _ = make(
+        [{"agent": "assessor", "text": "I think it is fine."}, submit(ASSESSMENT)]
+    )
+    answer = runner.run(load_agent("assessor"), INPUTS, None)
+    assert isinstance(answer.output, Assessment)
+    said, reminder = model.requests[1].messages[-2:]
+    assert (said.role, said.text) == ("assistant", "I think it is fine.")
+    assert reminder.role == "user" and "without calling a tool" in reminder.text
 
 
 def test_script_running_out_is_a_clear_error(setup) -> None:

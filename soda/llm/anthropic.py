@@ -4,7 +4,9 @@ It owns the wire format (requests with the stable prefix marked for prompt
 caching, responses turned into `ModelResponse`), the choice between JSON-schema
 structured output and a forced tool call for structured answers, and the
 translation of SDK failures into soda's error tree at this one boundary. The
-SDK's own retries are off; transient failures are retried by `soda.llm.retry`.
+SDK's own retries are off; transient failures are retried by `soda.llm.retry`,
+and a 200 that cannot be read as an answer (a body that is not JSON, not a
+message, or text with lone surrogates) is one of them.
 """
 
 from __future__ import annotations
@@ -19,7 +21,13 @@ import anthropic
 from anthropic.types import Message as WireMessage
 
 from soda.config import ModelConfig
-from soda.errors import CredentialsError, ModelStopped, SodaError, StructuralError
+from soda.errors import (
+    CredentialsError,
+    ModelStopped,
+    PromptTooLong,
+    SodaError,
+    StructuralError,
+)
 from soda.llm.base import (
     EventSink,
     Message,
@@ -28,6 +36,7 @@ from soda.llm.base import (
     ToolCall,
     ToolSpec,
     Usage,
+    has_lone_surrogates,
 )
 from soda.llm.retry import RetryableError, call_with_retries
 
@@ -38,6 +47,8 @@ ANSWER_CALL_ID = "answer"
 RETRYABLE_STATUS = frozenset({408, 409, 429})
 """Besides every 5xx (529 overloaded included): timeout, conflict, rate limit."""
 CREDENTIAL_STATUS = frozenset({401, 403})
+PROMPT_TOO_LONG = "prompt is too long"
+"""How the API words a 400 for a conversation past the context window."""
 
 
 class AnthropicModel:
@@ -60,15 +71,15 @@ class AnthropicModel:
     def complete(self, request: ModelRequest) -> ModelResponse:
         json_mode = answers_as_json(request)
         params = build_params(request, json_mode)
-        wire, latency_ms = call_with_retries(
-            lambda: self._send(params),
+        # Reading the answer is part of the attempt: an unreadable 200 is retried.
+        return call_with_retries(
+            lambda: to_response(*self._send(params), request, json_mode),
             max_retries=self.config.max_retries,
             max_total_wait=self.config.max_retry_wait,
             emit=self.emit,
             describe=f"agent {request.agent} ({request.model})",
             sleep=self.sleep,
         )
-        return to_response(wire, request, json_mode, latency_ms)
 
     def _send(self, params: dict[str, Any]) -> tuple[WireMessage, int]:
         """One attempt; its latency excludes earlier failed attempts and waits."""
@@ -77,7 +88,7 @@ class AnthropicModel:
             wire = self.client.messages.create(**params)
         except anthropic.APIError as exc:
             raise translate_error(exc, self.config) from exc
-        except json.JSONDecodeError as exc:
+        except (json.JSONDecodeError, UnicodeDecodeError) as exc:
             # The SDK hands a body that is not JSON (a cut connection, a proxy)
             # straight to json.loads; a second try usually gets a whole one.
             raise RetryableError(f"the response body was not valid JSON: {exc}") from exc
@@ -127,6 +138,8 @@ def translate_error(exc: anthropic.APIError, config: ModelConfig) -> SodaError:
         return CredentialsError(
             f"the Anthropic API refused the key ({detail}); check the key in {config.api_key_env}"
         )
+    if status == 400 and PROMPT_TOO_LONG in str(exc.api_message or exc.message).lower():
+        return PromptTooLong(f"the Anthropic API refused a prompt too long ({detail})")
     return StructuralError(f"the Anthropic API rejected the request ({detail})")
 
 
@@ -175,8 +188,16 @@ def build_params(request: ModelRequest, json_mode: bool) -> dict[str, Any]:
         params["output_config"] = {"format": {"type": "json_schema", "schema": answer.input_schema}}
     else:
         params["tools"] = wire_tools(request.tools)
-        params["tool_choice"] = {"type": "any"}
+        params["tool_choice"] = tool_choice(request)
     return params
+
+
+def tool_choice(request: ModelRequest) -> dict[str, Any]:
+    """Some tool on every turn; one named tool when the request names only one.
+    (The API cannot force a choice among several: the prompt says which.)"""
+    if len(request.must_call) == 1:
+        return {"type": "tool", "name": request.must_call[0]}
+    return {"type": "any"}
 
 
 def wire_tools(tools: list[ToolSpec]) -> list[dict[str, Any]]:
@@ -233,50 +254,58 @@ def content_blocks(message: Message, json_mode: bool) -> list[dict[str, Any]]:
 
 
 def to_response(
-    wire: WireMessage, request: ModelRequest, json_mode: bool, latency_ms: int
+    wire: WireMessage, latency_ms: int, request: ModelRequest, json_mode: bool
 ) -> ModelResponse:
-    text = "\n".join(block.text for block in wire.content if block.type == "text")
-    calls = [
-        ToolCall(id=block.id, name=block.name, input=dict(block.input))
-        for block in wire.content
-        if block.type == "tool_use"
-    ]
-    raw = wire.model_dump(mode="json")
-    stop_reason = wire.stop_reason or ""
-    check_stop(request, stop_reason, text, calls, raw)
+    """The answer in soda's terms. A message this cannot read (fields missing or
+    of the wrong type, lone surrogates) is a RetryableError, like a body that is
+    not JSON at all: the next attempt usually brings a whole one."""
+    try:
+        blocks = list(wire.content)
+        text = "\n".join(block.text for block in blocks if block.type == "text")
+        calls = [
+            ToolCall(id=block.id, name=block.name, input=dict(block.input))
+            for block in blocks
+            if block.type == "tool_use"
+        ]
+        raw = wire.model_dump(mode="json")
+        stop_reason = str(wire.stop_reason or "")
+        usage = Usage(
+            input_tokens=int(wire.usage.input_tokens),
+            output_tokens=int(wire.usage.output_tokens),
+            cache_creation_tokens=int(wire.usage.cache_creation_input_tokens or 0),
+            cache_read_tokens=int(wire.usage.cache_read_input_tokens or 0),
+        )
+        model = str(wire.model)
+    except (AttributeError, TypeError, ValueError) as exc:
+        raise RetryableError(f"the response is not a readable Messages API message: {exc}") from exc
+    if has_lone_surrogates([text, raw]):
+        raise RetryableError("the response carries text with lone surrogates (invalid Unicode)")
+    check_stop(request, stop_reason, text, raw)
+    truncated = stop_reason == "max_tokens"
+    if truncated and blocks and blocks[-1].type == "tool_use":
+        # The API writes tool input as it goes: the last block may be cut short.
+        calls = calls[:-1]
     if json_mode:
-        calls = [answer_call(request, text, raw)]
+        calls = [] if truncated else [answer_call(request, text, raw)]
+        if has_lone_surrogates(calls[0].input if calls else None):  # escaped inside the JSON
+            raise RetryableError("the answer carries text with lone surrogates (invalid Unicode)")
     return ModelResponse(
         text=text,
         tool_calls=calls,
         stop_reason=stop_reason,
-        usage=Usage(
-            input_tokens=wire.usage.input_tokens,
-            output_tokens=wire.usage.output_tokens,
-            cache_creation_tokens=wire.usage.cache_creation_input_tokens or 0,
-            cache_read_tokens=wire.usage.cache_read_input_tokens or 0,
-        ),
-        model=wire.model,
+        usage=usage,
+        model=model,
         raw=raw,
         latency_ms=latency_ms,
+        truncated=truncated,
     )
 
 
-def check_stop(
-    request: ModelRequest, stop_reason: str, text: str, calls: list[ToolCall], raw: Any
-) -> None:
-    """Raise ModelStopped when the model stopped without a usable answer."""
+def check_stop(request: ModelRequest, stop_reason: str, text: str, raw: Any) -> None:
+    """Raise ModelStopped when the model refused to answer."""
     if stop_reason == "refusal":
         said = f": {text[:300]}" if text else ""
         raise ModelStopped("refusal", f"agent {request.agent}: the model refused{said}", raw)
-    # Calls that arrived whole before the limit are still worth running.
-    if stop_reason == "max_tokens" and not calls:
-        raise ModelStopped(
-            "max_tokens",
-            f"agent {request.agent}: the model reached max_tokens = {request.max_tokens} "
-            "before finishing its answer",
-            raw,
-        )
 
 
 def answer_call(request: ModelRequest, text: str, raw: Any) -> ToolCall:

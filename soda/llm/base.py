@@ -5,12 +5,19 @@ A provider turns a `ModelRequest` (system prompt, conversation, tools) into a
 retries of transient failures, and error classification; it knows nothing about
 agents, contracts or the loop. Structured answers travel as a call to the
 request's `answer_tool`, whatever mechanism the provider uses underneath.
+
+A response cut off at `max_tokens` comes back `truncated`, without the tool call
+that was being written when the limit struck; a conversation longer than the
+model's context raises `PromptTooLong`; a 200 whose body is not a readable answer
+(not JSON, the wrong shape, text with lone surrogates) is a transient failure.
+What to do about a truncated answer or a long prompt is the runtime's call.
 """
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from soda.config import Price
@@ -96,6 +103,10 @@ class ModelRequest:
     answer_tool: str
     """Name of the tool in `tools` whose input is the agent's structured answer."""
     max_tokens: int = 8192
+    must_call: tuple[str, ...] = ()
+    """When set, this turn must be a call to one of these tools. Every tool stays
+    declared (so the prompt cache holds); providers force a single name through
+    their tool choice, and several names as "some tool"."""
 
 
 @dataclass
@@ -108,3 +119,78 @@ class ModelResponse:
     raw: Any = None
     """The provider's response as JSON-able data, stored verbatim in agent_calls."""
     latency_ms: int = 0
+    truncated: bool = False
+    """Cut off at max_tokens: `tool_calls` holds only the calls that arrived whole."""
+
+
+OUTPUT_TOKEN_LIMITS: tuple[tuple[str, int], ...] = (
+    ("claude-3-haiku", 4096),
+    ("claude-3-5-", 8192),
+    ("claude-opus-4-0", 32000),
+    ("claude-opus-4-1", 32000),
+    ("claude-opus-4-2025", 32000),
+    ("claude-", 64000),
+)
+"""The most output tokens a model may be asked for, by model-id prefix (first
+match wins). Unknown models (local servers) have no entry."""
+
+
+def output_token_limit(model: str) -> int | None:
+    """The model's output-token maximum, or None when soda does not know it."""
+    return next((limit for prefix, limit in OUTPUT_TOKEN_LIMITS if model.startswith(prefix)), None)
+
+
+def raised_limit(model: str, current: int) -> int | None:
+    """`current` doubled, capped at the model's maximum (unknown models: just
+    doubled); None when there is no room to raise it."""
+    cap = output_token_limit(model) or current * 2
+    raised = min(current * 2, cap)
+    return raised if raised > current else None
+
+
+_SURROGATE = re.compile("[\ud800-\udfff]")
+"""In a Python str every surrogate is a lone one: JSON's escaped pairs decode to
+one code point, so anything left in this range can never be encoded as UTF-8."""
+
+
+def has_lone_surrogates(value: Any) -> bool:
+    """Whether any string in `value` (nested lists and dicts, keys included) holds
+    a lone surrogate, which UTF-8, SQLite and the next request cannot carry."""
+    if isinstance(value, str):
+        return _SURROGATE.search(value) is not None
+    if isinstance(value, dict):
+        return any(has_lone_surrogates(k) or has_lone_surrogates(v) for k, v in value.items())
+    if isinstance(value, list | tuple):
+        return any(has_lone_surrogates(item) for item in value)
+    return False
+
+
+def without_surrogates(value: Any) -> Any:
+    """`value` with every lone surrogate replaced by U+FFFD, safe to store or send."""
+    if isinstance(value, str):
+        return _SURROGATE.sub("\ufffd", value)
+    if isinstance(value, dict):
+        return {without_surrogates(k): without_surrogates(v) for k, v in value.items()}
+    if isinstance(value, list | tuple):
+        return [without_surrogates(item) for item in value]
+    return value
+
+
+def safe_response(response: ModelResponse) -> ModelResponse:
+    """`response` with lone surrogates replaced in its text, tool calls and raw data
+    (the same object when it has none)."""
+    calls = [(call.id, call.name, call.input) for call in response.tool_calls]
+    fields = [response.text, response.stop_reason, response.model, calls, response.raw]
+    if not has_lone_surrogates(fields):
+        return response
+    return replace(
+        response,
+        text=without_surrogates(response.text),
+        tool_calls=[
+            ToolCall(*without_surrogates([call.id, call.name]), without_surrogates(call.input))
+            for call in response.tool_calls
+        ],
+        stop_reason=without_surrogates(response.stop_reason),
+        model=without_surrogates(response.model),
+        raw=without_surrogates(response.raw),
+    )

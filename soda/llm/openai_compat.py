@@ -4,13 +4,16 @@ For local model servers (Ollama, vLLM, llama.cpp's server) and gateways. It is
 plain `httpx` rather than the `openai` package: soda needs one endpoint, and
 local servers differ enough that a thin, visible mapping is easier to trust than
 an SDK's assumptions. Errors are classified exactly as for Anthropic and retried
-in one place, `soda.llm.retry`.
+in one place, `soda.llm.retry`; a 200 whose body is not a readable answer is
+transient, a context-length refusal is `PromptTooLong`, and an answer cut at the
+length limit comes back `truncated`.
 """
 
 from __future__ import annotations
 
 import json
 import os
+import re
 import time
 from collections.abc import Callable
 from typing import Any
@@ -18,7 +21,7 @@ from typing import Any
 import httpx
 
 from soda.config import ModelConfig
-from soda.errors import ConfigError, CredentialsError, ModelStopped, StructuralError
+from soda.errors import ConfigError, CredentialsError, ModelStopped, PromptTooLong, StructuralError
 from soda.llm.base import (
     EventSink,
     Message,
@@ -27,12 +30,18 @@ from soda.llm.base import (
     ToolCall,
     ToolSpec,
     Usage,
+    has_lone_surrogates,
 )
 from soda.llm.retry import RetryableError, call_with_retries
 
 ANSWER_CALL_ID = "answer"
 RETRYABLE_STATUS = frozenset({408, 409, 429})
 """Besides every 5xx: timeout, conflict, rate limit."""
+CONTEXT_EXCEEDED = re.compile(
+    r"context[ _]length|maximum context|context (size|window)|prompt is too long|too many tokens",
+    re.IGNORECASE,
+)
+"""How OpenAI, vLLM, llama.cpp and gateways word a prompt past the context window."""
 
 
 class OpenAICompatModel:
@@ -73,17 +82,17 @@ class OpenAICompatModel:
     def complete(self, request: ModelRequest) -> ModelResponse:
         json_mode = _answers_as_json(request)
         body = build_body(request, json_mode)
-        data, latency_ms = call_with_retries(
-            lambda: self._send(body),
+        # Reading the answer is part of the attempt: an unreadable 200 is retried.
+        return call_with_retries(
+            lambda: to_response(*self._send(body), request, json_mode),
             max_retries=self.config.max_retries,
             max_total_wait=self.config.max_retry_wait,
             emit=self.emit,
             describe=f"agent {request.agent} ({request.model})",
             sleep=self.sleep,
         )
-        return to_response(data, request, json_mode, latency_ms)
 
-    def _send(self, body: dict[str, Any]) -> tuple[dict[str, Any], int]:
+    def _send(self, body: dict[str, Any]) -> tuple[Any, int]:
         started = time.monotonic()
         try:
             response = self.client.post("/chat/completions", json=body)
@@ -107,6 +116,10 @@ class OpenAICompatModel:
             return CredentialsError(
                 f"the model server refused the key (HTTP {status}): check "
                 f"{self.config.api_key_env} (model.api_key_env)"
+            )
+        if status in (400, 413) and CONTEXT_EXCEEDED.search(message):
+            return PromptTooLong(
+                f"the model server refused a prompt too long (HTTP {status}): {message}"
             )
         return StructuralError(f"the model server rejected the request (HTTP {status}): {message}")
 
@@ -135,7 +148,11 @@ def build_body(request: ModelRequest, json_mode: bool) -> dict[str, Any]:
         }
     else:
         body["tools"] = [wire_tool(tool) for tool in request.tools]
-        body["tool_choice"] = "required"
+        body["tool_choice"] = (
+            {"type": "function", "function": {"name": request.must_call[0]}}
+            if len(request.must_call) == 1
+            else "required"
+        )
     return body
 
 
@@ -181,25 +198,34 @@ def wire_messages(messages: list[Message]) -> list[dict[str, Any]]:
 
 
 def to_response(
-    data: dict[str, Any], request: ModelRequest, json_mode: bool, latency_ms: int
+    data: Any, latency_ms: int, request: ModelRequest, json_mode: bool
 ) -> ModelResponse:
+    """The answer in soda's terms; a body of the wrong shape, or with lone
+    surrogates, is a RetryableError (the next attempt usually brings a whole one)."""
     try:
         choice = data["choices"][0]
         message = choice["message"]
-    except (KeyError, IndexError, TypeError) as exc:
-        raise StructuralError(
-            f"the model server's answer has no choices: {str(data)[:300]}"
+        finish = str(choice.get("finish_reason") or "stop")
+        text = message.get("content") or ""
+        wire_calls = list(message.get("tool_calls") or [])
+        usage = _usage(data.get("usage") or {})
+        model = str(data.get("model") or request.model)
+    except (KeyError, IndexError, TypeError, AttributeError, ValueError) as exc:
+        raise RetryableError(
+            f"the model server's answer is not a chat completion: {str(data)[:200]!r}"
         ) from exc
-    finish = choice.get("finish_reason") or "stop"
-    text = message.get("content") or ""
-    calls = [_tool_call(call) for call in message.get("tool_calls") or []]
+    if has_lone_surrogates(data):
+        raise RetryableError("the answer carries text with lone surrogates (invalid Unicode)")
     if message.get("refusal") or finish == "content_filter":
         raise ModelStopped(
             "refusal", f"the model refused: {message.get('refusal') or finish}", raw=data
         )
-    if finish == "length" and not calls:
-        raise ModelStopped("max_tokens", "the answer was cut off at max_tokens", raw=data)
-    if json_mode:
+    truncated = finish == "length"
+    if truncated:
+        # Arguments are written as they go: the last call may be cut short.
+        wire_calls = wire_calls[:-1]
+    calls = [_tool_call(call) for call in wire_calls]
+    if json_mode and not truncated:
         try:
             answer = json.loads(text)
         except ValueError as exc:
@@ -207,14 +233,17 @@ def to_response(
                 "invalid_json", f"the structured answer is not JSON: {text[:200]!r}", raw=data
             ) from exc
         calls = [ToolCall(ANSWER_CALL_ID, request.answer_tool, answer)]
+    if has_lone_surrogates([call.input for call in calls]):  # escaped inside the JSON
+        raise RetryableError("the answer carries text with lone surrogates (invalid Unicode)")
     return ModelResponse(
         text="" if json_mode else text,
         tool_calls=calls,
         stop_reason=finish,
-        usage=_usage(data.get("usage") or {}),
-        model=data.get("model") or request.model,
+        usage=usage,
+        model=model,
         raw=data,
         latency_ms=latency_ms,
+        truncated=truncated,
     )
 
 

@@ -9,7 +9,9 @@ A script is a JSON file:
         {"agent": "verifier", "tool_calls": [{"name": "submit", "input": {...}}]}
      ]}
 
-Responses are served in order, whichever agent asks. `agent` is optional; when
+An entry may set `"stop_reason": "max_tokens"` to stand for an answer cut off at
+the output limit (it comes back `truncated`). Responses are served in order,
+whichever agent asks. `agent` is optional; when
 given, a request from another agent is a ScriptError, so a script that has
 drifted from the loop fails at once and says where. The script running out, a
 tool the request does not offer, or a scripted tool call that the tools refused
@@ -71,13 +73,15 @@ class ScriptedModel:
             for n, call in enumerate(entry.get("tool_calls", []))
         ]
         usage = Usage(**entry.get("usage", {}))
+        stop_reason = entry.get("stop_reason") or ("tool_use" if calls else "end_turn")
         return ModelResponse(
             text=entry.get("text", ""),
             tool_calls=calls,
-            stop_reason="tool_use" if calls else "end_turn",
+            stop_reason=stop_reason,
             usage=usage,
             model=request.model,
             raw={"scripted": True, "index": index, **entry},
+            truncated=stop_reason == "max_tokens",
         )
 
     def _tool_call(
@@ -89,6 +93,12 @@ class ScriptedModel:
             raise ScriptError(
                 f"model script {self.source} response {index} calls tool {name!r}, "
                 f"which agent {request.agent} does not have ({', '.join(sorted(offered))})"
+            )
+        if len(request.must_call) == 1 and name != request.must_call[0]:
+            # The API forces a single named tool; a script must not do what it cannot.
+            raise ScriptError(
+                f"model script {self.source} response {index} calls tool {name!r}, "
+                f"but agent {request.agent} was made to call {request.must_call[0]!r}"
             )
         return ToolCall(id=f"script-{index}-{number}", name=name, input=call.get("input", {}))
 
