@@ -39,14 +39,14 @@ class ProjectConfig(Section):
 
 
 class Price(Section):
-    input: float
-    """USD per million input tokens."""
-    output: float
-    """USD per million output tokens."""
-    cache_write: float = 0.0
-    """USD per million tokens written to the prompt cache."""
-    cache_read: float = 0.0
-    """USD per million tokens read from the prompt cache."""
+    input: float = Field(ge=0, le=10_000, allow_inf_nan=False)
+    """USD per million input tokens (0-10000)."""
+    output: float = Field(ge=0, le=10_000, allow_inf_nan=False)
+    """USD per million output tokens (0-10000)."""
+    cache_write: float = Field(0.0, ge=0, le=10_000, allow_inf_nan=False)
+    """USD per million tokens written to the prompt cache (0-10000)."""
+    cache_read: float = Field(0.0, ge=0, le=10_000, allow_inf_nan=False)
+    """USD per million tokens read from the prompt cache (0-10000)."""
 
 
 def _default_prices() -> dict[str, Price]:
@@ -72,25 +72,25 @@ class ModelConfig(Section):
     """Name of the environment variable holding the API key."""
     script: str | None = None
     """For provider = "scripted": the JSON script of responses to replay."""
-    connect_timeout: float = Field(10.0, gt=0)
-    """Seconds to wait for a connection to the provider."""
-    read_timeout: float = Field(120.0, gt=0)
-    """Seconds to wait for a response once connected."""
-    max_retries: int = Field(4, ge=0)
-    """Retries of one request after a transient failure (timeout, 429, 5xx)."""
-    max_retry_wait: float = Field(120.0, ge=0)
-    """Total seconds one request may spend waiting between retries."""
-    max_tokens: int = Field(8192, gt=0)
-    """Output token limit for one model response."""
-    max_turns: int = Field(40, gt=0)
-    """Tool-loop turns an agent may take before it must have answered."""
+    connect_timeout: float = Field(10.0, ge=0.1, le=600, allow_inf_nan=False)
+    """Seconds to wait for a connection to the provider (0.1-600)."""
+    read_timeout: float = Field(120.0, ge=0.1, le=3600, allow_inf_nan=False)
+    """Seconds to wait for a response once connected (0.1-3600)."""
+    max_retries: int = Field(4, ge=0, le=20)
+    """Retries of one request after a transient failure (timeout, 429, 5xx) (0-20)."""
+    max_retry_wait: float = Field(120.0, ge=0, le=3600, allow_inf_nan=False)
+    """Total seconds one request may spend waiting between retries (0-3600)."""
+    max_tokens: int = Field(8192, ge=1, le=200_000)
+    """Output token limit for one model response (1-200000)."""
+    max_turns: int = Field(40, ge=1, le=1000)
+    """Tool-loop turns an agent may take before it must have answered (1-1000)."""
     prices: dict[str, Price] = Field(default_factory=_default_prices)
     """Price per model id, in USD per million tokens; unknown models cost 0."""
 
 
 class LoopConfig(Section):
-    max_iterations: int = Field(20, gt=0)
-    """Iterations in one run before soda stops as STUCK."""
+    max_iterations: int = Field(20, ge=1, le=10_000)
+    """Iterations in one run before soda stops as STUCK (1-10000)."""
     loop_window: int = Field(5, ge=2, le=50)
     """How many recent iterations loop detection looks at (2-50)."""
     loop_threshold: int = Field(3, ge=2, le=50)
@@ -116,30 +116,33 @@ class LoopConfig(Section):
 
 
 class BudgetConfig(Section):
-    max_cost_usd: float = Field(10.0, ge=0)
-    """Spend limit for one run, in USD; reaching it stops the run as STUCK."""
-    max_tokens_per_iteration: int = Field(2_000_000, gt=0)
-    """Token limit (input + output) for one iteration."""
+    max_cost_usd: float = Field(10.0, ge=0, le=10_000, allow_inf_nan=False)
+    """Spend limit for one run, in USD; reaching it stops the run as STUCK (0-10000)."""
+    max_tokens_per_iteration: int = Field(2_000_000, ge=1, le=100_000_000)
+    """Token limit (input + output) for one iteration (1-100000000)."""
 
 
 class ActConfig(Section):
     on_done: Literal["leave", "merge"] = "leave"
     """At DONE: leave the milestone branch for a person to review, or merge it into
     the base branch."""
-    command_timeout: float = Field(600.0, gt=0)
-    """Seconds any command run by soda or its executor may take (tests included)."""
+    command_timeout: float = Field(600.0, ge=1, le=86_400, allow_inf_nan=False)
+    """Seconds any command run by soda or its executor may take (tests included)
+    (1-86400, a day)."""
     max_parallel_tasks: int = Field(1, ge=1, le=1)
     """Tasks of one plan batch that may run at the same time. Only 1 is supported
     so far: the tasks of a batch run one after another in one worktree."""
-    output_limit: int = Field(20_000, gt=0)
-    """Characters of command output kept (head and tail) when shown to an agent."""
+    output_limit: int = Field(20_000, ge=100, le=1_000_000)
+    """Characters of command output kept (head and tail) when shown to an agent
+    (100-1000000)."""
 
 
 class ApprovalConfig(Section):
     risk_threshold: Risk = "high"
     """Plans with a task at or above this risk wait for `soda approve`."""
-    timeout: float = Field(3600.0, gt=0)
-    """Seconds a plan waits for approval before it is rejected."""
+    timeout: float = Field(3600.0, gt=0, le=2_592_000, allow_inf_nan=False)
+    """Seconds a plan waits for approval before it is rejected (above 0, up to
+    2592000: 30 days)."""
 
 
 class SandboxConfig(Section):
@@ -175,8 +178,9 @@ class GateConfig(Section):
 
 
 class DaemonConfig(Section):
-    tick_seconds: float = Field(5.0, gt=0)
-    """How often the daemon checks for work when nothing wakes it sooner."""
+    tick_seconds: float = Field(5.0, ge=0.05, le=3600, allow_inf_nan=False)
+    """How often, in seconds, the daemon checks for work when nothing wakes it sooner
+    (0.05-3600)."""
     windows: list[str] = Field(default_factory=list)
     """Cron expressions (5 fields) for when the daemon may work, e.g. "* 22-23,0-6 * * *".
     Empty means always."""

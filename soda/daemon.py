@@ -21,6 +21,7 @@ import subprocess
 import sys
 import threading
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
@@ -187,6 +188,48 @@ def in_window(triggers: list[CronTrigger], moment: datetime) -> bool:
     return any(trigger.get_next_fire_time(None, minute) == minute for trigger in triggers)
 
 
+# --- the watcher ----------------------------------------------------------------
+
+WATCH_BACKOFF = 0.5
+"""Seconds before a failed watch starts again; doubles on each failure in a row."""
+WATCH_MAX_BACKOFF = 30.0
+WATCH_HEALTHY_SECONDS = 60.0
+"""A watch that ran this long before failing starts the backoff over."""
+
+
+def keep_watching(
+    watch: Callable[[], None],
+    stopping: threading.Event,
+    on_error: Callable[[BaseException, float], None],
+    on_restart: Callable[[], None],
+    backoff: float = WATCH_BACKOFF,
+    max_backoff: float = WATCH_MAX_BACKOFF,
+    healthy_seconds: float = WATCH_HEALTHY_SECONDS,
+) -> None:
+    """Run `watch` until `stopping` is set. When it raises (or ends on its own),
+    `on_error(error, wait)` is told, and after `wait` seconds (doubling up to
+    `max_backoff` while failures follow each other) `on_restart()` runs and the
+    watch starts again. Returns once `stopping` is set."""
+    wait = backoff
+    while not stopping.is_set():
+        started = time.monotonic()
+        try:
+            watch()
+        except Exception as exc:
+            error: BaseException = exc
+        else:
+            if stopping.is_set():
+                return
+            error = RuntimeError("the watch ended on its own")
+        if time.monotonic() - started >= healthy_seconds:
+            wait = backoff
+        on_error(error, wait)
+        if stopping.wait(wait):
+            return
+        wait = min(wait * 2, max_backoff)
+        on_restart()
+
+
 # --- the daemon process ---------------------------------------------------------
 
 
@@ -292,20 +335,32 @@ class Daemon:
         self.say("SIGHUP: soda.toml reloaded")
 
     def _watch(self) -> None:
-        """Wake the loop the moment something lands in the inbox or the spec changes."""
+        """Wake the loop the moment something lands in the inbox or the spec changes.
+
+        The watch cannot die silently: an error (e.g. a file name that is not
+        UTF-8, the inbox removed) is logged and recorded as `watcher.restarted`,
+        and the watch starts again after a short backoff, until the daemon stops.
+        """
+        keep_watching(self._watch_once, self.stopping, self._watch_failed, self.wake.set)
+
+    def _watch_once(self) -> None:
         import watchfiles
 
         from soda.human.write import inbox_dir
 
         inbox = inbox_dir(self.config.state_dir)  # watched for wakes; soda.human reads it
         inbox.mkdir(parents=True, exist_ok=True)
+        inbox = inbox.resolve()
         spec = self.config.spec_path.resolve()
+        watched = (inbox, spec.parent)
 
         def relevant(change: watchfiles.Change, path: str) -> bool:
             p = Path(path)
+            if change == watchfiles.Change.deleted and p in watched:
+                return True  # the watch is deaf from now on: see below
             if p.name.startswith(".") or p.name.endswith(("~", ".swp", ".tmp")):
                 return False
-            return p.resolve() == spec or p.parent.resolve() == inbox.resolve()
+            return p.resolve() == spec or p.parent.resolve() == inbox
 
         for changes in watchfiles.watch(
             inbox,
@@ -316,10 +371,34 @@ class Daemon:
             step=20,
             rust_timeout=500,
             yield_on_timeout=False,
+            recursive=False,  # soda's own moves into processed/ and rejected/ are no news
         ):
             if any(Path(path).resolve() == spec for _, path in changes):
                 self.spec_changed = True
             self.wake.set()
+            deleted = watchfiles.Change.deleted
+            gone = [path for change, path in changes if change == deleted and Path(path) in watched]
+            if gone:
+                raise FileNotFoundError(f"the watched directory {gone[0]} was removed")
+
+    def _watch_failed(self, error: BaseException, backoff: float) -> None:
+        text = " ".join(f"{type(error).__name__}: {error}".split())
+        text = text.encode("utf-8", "backslashreplace").decode("utf-8")
+        self.say(f"watcher failed ({text}); restarting in {backoff:g} s")
+        self.wake.set()  # what broke the watch may be a file that landed: look now
+        try:  # the watcher's own connection: the loop's may be mid-transaction
+            from soda.store import open_db
+
+            db = open_db(self.config.db_path)
+            try:
+                events = Events(db, self.config.state_dir / "logs" / "events.jsonl")
+                session = getattr(self, "session", None)
+                events.run_id = session.events.run_id if session is not None else None
+                events.emit("watcher.restarted", {"error": text, "backoff_seconds": backoff})
+            finally:
+                db.conn.close()
+        except Exception as exc:  # the log line above is the record
+            self.say(f"watcher: could not record the event: {exc}")
 
     def _install_signals(self) -> None:
         def stop(signum: int, frame: object) -> None:

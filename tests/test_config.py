@@ -4,7 +4,10 @@ import tomllib
 from pathlib import Path
 
 import pytest
+from pydantic import BaseModel
+from typer.testing import CliRunner
 
+from soda.cli import app
 from soda.config import Config, find_config, load
 from soda.errors import ConfigError
 from soda.init import render_config
@@ -96,3 +99,91 @@ def test_repository_soda_toml_is_valid() -> None:
     root = Path(__file__).resolve().parent.parent
     config = load(root / "soda.toml")
     assert config.spec_path.is_file()
+
+
+# --- numbers: every numeric key has a finite, documented range ----------------------
+
+
+def numeric_keys() -> list[tuple[str, str]]:
+    """Every int or float key of every section (a new one is covered automatically)."""
+    keys = []
+    for section, info in Config.model_fields.items():
+        model = info.annotation
+        if section == "root" or not isinstance(model, type) or not issubclass(model, BaseModel):
+            continue
+        for name, field in model.model_fields.items():
+            if field.annotation in (int, float):
+                keys.append((section, name))
+    return keys
+
+
+NUMERIC_KEYS = numeric_keys()
+EXTREMES = ["inf", "-inf", "nan", "1e23", "1e308", "-1", "-1e308"]
+
+
+def test_the_numeric_keys_are_found() -> None:
+    for key in [("daemon", "tick_seconds"), ("loop", "loop_window"), ("model", "read_timeout")]:
+        assert key in NUMERIC_KEYS
+    assert len(NUMERIC_KEYS) >= 15
+
+
+@pytest.mark.parametrize("value", EXTREMES)
+@pytest.mark.parametrize(("section", "key"), NUMERIC_KEYS)
+def test_extreme_number_is_refused_naming_the_key_and_line(
+    tmp_path: Path, section: str, key: str, value: str
+) -> None:
+    path = write(tmp_path, f"[{section}]\n# a comment\n{key} = {value}\n")
+    with pytest.raises(ConfigError) as info:
+        load(path)
+    (problem,) = info.value.problems
+    assert problem.startswith(f"soda.toml:3: {section}.{key}: ")
+    assert "\n" not in problem
+
+
+@pytest.mark.parametrize("field", ["input", "output", "cache_write", "cache_read"])
+@pytest.mark.parametrize("value", ["inf", "nan", "1e308", "-1"])
+def test_extreme_price_is_refused_naming_the_key(tmp_path: Path, field: str, value: str) -> None:
+    prices = {"input": "1.0", "output": "2.0", field: value}
+    body = "\n".join(f"{name} = {number}" for name, number in prices.items())
+    path = write(tmp_path, f'[model.prices."my-model"]\n{body}\n')
+    with pytest.raises(ConfigError) as info:
+        load(path)
+    (problem,) = info.value.problems
+    assert f"model.prices.my-model.{field}: " in problem
+
+
+@pytest.mark.parametrize(("section", "key"), NUMERIC_KEYS)
+def test_every_numeric_key_documents_its_finite_range(section: str, key: str) -> None:
+    field = type(getattr(Config(), section)).model_fields[key]
+    bounds = {type(item).__name__: item for item in field.metadata}
+    assert {"Ge", "Gt"} & bounds.keys(), f"{section}.{key} has no lower bound"
+    assert "Le" in bounds, f"{section}.{key} has no upper bound"
+    upper = bounds["Le"].le
+    shown = str(int(upper)) if upper == int(upper) else str(upper)
+    assert shown in (field.description or ""), f"{section}.{key} does not document {shown}"
+
+
+@pytest.mark.parametrize(
+    ("section", "key", "low", "high"),
+    [
+        ("daemon", "tick_seconds", 0.05, 3600),
+        ("model", "read_timeout", 0.1, 3600),
+        ("model", "max_tokens", 1, 200_000),
+        ("act", "command_timeout", 1, 86_400),
+        ("budget", "max_cost_usd", 0, 10_000),
+    ],
+)
+def test_the_ends_of_a_range_are_accepted(
+    tmp_path: Path, section: str, key: str, low: float, high: float
+) -> None:
+    for value in (low, high):
+        config = load(write(tmp_path, f"[{section}]\n{key} = {value}\n"))
+        assert getattr(getattr(config, section), key) == value
+
+
+def test_a_command_refuses_an_infinite_tick_with_exit_2(tmp_path: Path) -> None:
+    path = write(tmp_path, "[daemon]\ntick_seconds = inf\n")
+    result = CliRunner().invoke(app, ["-C", str(tmp_path), "status"])
+    assert result.exit_code == 2, result.output
+    assert "soda.toml:2: daemon.tick_seconds: Input should be a finite number" in result.output
+    assert path.exists()

@@ -2,11 +2,15 @@
 
 from __future__ import annotations
 
+import errno
 import json
 import os
 import re
+import socket
+import stat
 import threading
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -17,7 +21,7 @@ from sqlite_utils import Database
 from soda.contracts import HumanInput
 from soda.events import Events
 from soda.human import ControlAction, HumanQueue, QueuedInput, Route
-from soda.human.files import ingest, recover_claimed_files
+from soda.human.files import IngestReport, ingest, recover_claimed_files
 from soda.human.parse import queued
 from soda.human.routing import ROUTES, contract_keys, route
 from soda.human.write import describe, write_input
@@ -207,20 +211,20 @@ def test_file_name_that_is_not_utf8_is_rejected(state: Path, db: Database, event
 # --- which files are taken --------------------------------------------------
 
 
-def test_dot_temp_and_editor_files_and_subfolders_are_left_alone(
+def test_dot_temp_and_editor_files_are_left_alone(
     state: Path, db: Database, events: Events
 ) -> None:
     names = [".hidden.json", "draft.md~", "a.swp", "a.swx", "a.tmp", "a.part", "a.crdownload"]
     for name in names:
         drop(state, name, "halfway")
-    drop(state, "nested/deep.md", "not directly in the inbox")
+    (state / "inbox" / ".hidden-dir").mkdir()
 
     report = ingest(state, db, events)
 
     assert (report.accepted, report.rejected, report.skipped) == ([], [], [])
     for name in names:
         assert (state / "inbox" / name).exists()
-    assert (state / "inbox" / "nested" / "deep.md").exists()
+    assert (state / "inbox" / ".hidden-dir").is_dir()
     assert rows(db) == []
 
 
@@ -309,6 +313,301 @@ def test_broken_state_dir_raises(tmp_path: Path, db: Database, events: Events) -
     not_a_dir.write_text("")
     with pytest.raises(OSError):
         ingest(not_a_dir, db, events)
+
+
+# --- hostile entries: any name, any type -------------------------------------
+
+NAME_MAX = 255
+
+
+def settle(path: Path | bytes) -> None:
+    stamp = time.time() - 60
+    os.utime(path, (stamp, stamp), follow_symlinks=False)
+
+
+def ingest_within(seconds: float, state: Path, db: Database, events: Events) -> IngestReport:
+    """Ingest in a thread with a deadline, so a pass that blocks fails instead of hanging."""
+    result: list[IngestReport | BaseException] = []
+
+    def run() -> None:
+        try:
+            result.append(ingest(state, db, events))
+        except BaseException as exc:  # surfaced below
+            result.append(exc)
+
+    thread = threading.Thread(target=run, daemon=True)
+    thread.start()
+    thread.join(seconds)
+    assert not thread.is_alive(), f"ingest blocked for over {seconds}s"
+    [outcome] = result
+    if isinstance(outcome, BaseException):
+        raise outcome
+    return outcome
+
+
+def reason_of(dest: Path) -> str:
+    return Path(f"{dest}.reason").read_text()
+
+
+def fits(dest: Path) -> bool:
+    """The rejected entry's name and its `.reason` companion both fit in NAME_MAX."""
+    return len(os.fsencode(dest.name + ".reason")) <= NAME_MAX
+
+
+def test_long_name_is_rejected_under_a_shortened_name_and_ingest_survives(
+    state: Path, db: Database, events: Events
+) -> None:
+    name = "n" * 246 + ".pdf"  # 250 bytes: name + ".reason" would be 257
+    assert len(name.encode()) == 250
+    drop(state, name, b"%PDF")
+
+    report = ingest(state, db, events)
+
+    [dest] = report.rejected
+    assert dest.parent == state / "inbox" / "rejected"
+    assert fits(dest)
+    assert dest.name.startswith("n" * 200) and dest.name.endswith(".pdf")
+    assert dest.read_bytes() == b"%PDF"
+    assert reason_of(dest).startswith(f"{name}: unsupported extension")  # the full name
+    assert regular_files(state / "inbox") == []
+    assert [e["file"] for e in emitted(db, "inbox.rejected")] == [name]
+    assert ingest(state, db, events) == IngestReport()  # and the next pass is calm
+
+
+def test_two_rejected_files_with_the_same_long_name_are_both_kept(
+    state: Path, db: Database, events: Events
+) -> None:
+    name = "é" * 123 + ".json"  # 251 bytes of two-byte characters
+    firsts = []
+    for number in range(3):
+        drop(state, name, f"{{broken {number}")
+        firsts += ingest(state, db, events).rejected
+
+    assert len(set(firsts)) == 3
+    for number, dest in enumerate(firsts):
+        assert fits(dest)
+        assert dest.read_text() == f"{{broken {number}"
+        assert dest.name.endswith(".json")
+        assert reason_of(dest).startswith(f"{name}: invalid JSON")
+    rejected = state / "inbox" / "rejected"
+    assert len(regular_files(rejected)) == 6
+
+
+def test_long_name_is_accepted_and_a_second_one_kept_beside_it(
+    state: Path, db: Database, events: Events
+) -> None:
+    name = "w" * 251 + ".md"  # 254 bytes: fits in processed/, but "-1" would not
+    for number in range(2):
+        drop(state, name, f"advice {number}")
+        assert len(ingest(state, db, events).accepted) == 1
+
+    assert [item.source_file for item in pending(db)] == [name, name]
+    processed = regular_files(state / "inbox" / "processed")
+    assert len(processed) == 2 and name in processed
+    assert all(len(os.fsencode(n)) <= NAME_MAX for n in processed)
+
+
+def test_recovery_returns_a_long_named_file_beside_its_namesake_without_a_traceback(
+    state: Path, db: Database, events: Events
+) -> None:
+    name = "r" * 252 + ".md"  # 255 bytes, the most a name can have
+    drop(state, f".claimed/{name}", "stranded mid-claim")
+    drop(state, name, "a newer file with the same name")
+
+    [moved] = recover_claimed_files(state, db, events)
+
+    assert moved.parent == state / "inbox"
+    assert moved.name != name and len(os.fsencode(moved.name)) <= NAME_MAX
+    assert moved.read_text() == "stranded mid-claim"
+    assert (state / "inbox" / name).read_text() == "a newer file with the same name"
+    report = ingest(state, db, events)
+    assert len(report.accepted) == 2
+
+
+@pytest.mark.parametrize(
+    "raw_name", [b"\xff\xfe.md", b"\xff" * 250 + b".txt", b"ok-then-\xe9" + b"x" * 240]
+)
+def test_name_that_is_not_utf8_is_rejected_without_a_traceback(
+    state: Path, db: Database, events: Events, raw_name: bytes
+) -> None:
+    inbox = os.fsencode(state / "inbox")
+    os.makedirs(inbox)
+    path = os.path.join(inbox, raw_name)
+    with open(path, "wb") as fh:
+        fh.write(b"words")
+    settle(path)
+
+    report = ingest_within(10, state, db, events)
+
+    [dest] = report.rejected
+    assert fits(dest)
+    assert os.fsencode(dest.name)[:2] == raw_name[:2]  # the name's own bytes, not a guess
+    assert "file name is not valid UTF-8" in reason_of(dest)
+    assert dest.read_bytes() == b"words"
+    assert rows(db) == []
+    [event] = emitted(db, "inbox.rejected")
+    assert event["file"] == repr(os.fsdecode(raw_name))
+    log = (state / "logs" / "events.jsonl").read_text()
+    assert "inbox.rejected" in log
+
+
+def test_symlink_pointing_outside_is_moved_not_followed(
+    tmp_path: Path, state: Path, db: Database, events: Events
+) -> None:
+    outside = tmp_path / "secret.md"
+    outside.write_text("not for soda")
+    link = state / "inbox" / "link.md"
+    link.parent.mkdir(parents=True)
+    link.symlink_to(outside)
+    settle(link)
+
+    report = ingest_within(10, state, db, events)
+
+    [dest] = report.rejected
+    assert dest == state / "inbox" / "rejected" / "link.md"
+    assert dest.is_symlink() and os.readlink(dest) == str(outside)  # the link itself moved
+    assert outside.read_text() == "not for soda"  # its target untouched
+    assert not os.path.lexists(link)
+    reason = reason_of(dest)
+    assert f"a symbolic link to {outside}" in reason and "never follows links" in reason
+    assert rows(db) == []
+
+
+def test_dangling_symlink_and_symlink_to_a_fifo_are_rejected_without_blocking(
+    tmp_path: Path, state: Path, db: Database, events: Events
+) -> None:
+    fifo = tmp_path / "pipe"
+    os.mkfifo(fifo)
+    (state / "inbox").mkdir(parents=True)
+    (state / "inbox" / "to-fifo.md").symlink_to(fifo)
+    (state / "inbox" / "dangling.md").symlink_to(tmp_path / "nowhere")
+    for name in ("to-fifo.md", "dangling.md"):
+        settle(state / "inbox" / name)
+
+    report = ingest_within(10, state, db, events)
+
+    assert sorted(dest.name for dest in report.rejected) == ["dangling.md", "to-fifo.md"]
+    assert all(dest.is_symlink() for dest in report.rejected)
+    assert stat.S_ISFIFO(os.stat(fifo).st_mode)
+
+
+def test_fifo_is_moved_to_rejected_without_being_opened(
+    state: Path, db: Database, events: Events
+) -> None:
+    (state / "inbox").mkdir(parents=True)
+    fifo = state / "inbox" / "pipe.md"
+    os.mkfifo(fifo)
+    settle(fifo)
+
+    report = ingest_within(10, state, db, events)
+
+    [dest] = report.rejected
+    assert dest == state / "inbox" / "rejected" / "pipe.md"
+    assert stat.S_ISFIFO(os.lstat(dest).st_mode)
+    assert "a FIFO (named pipe), not a regular file" in reason_of(dest)
+
+
+def test_fifo_stranded_mid_claim_is_recovered_without_blocking(
+    state: Path, db: Database, events: Events
+) -> None:
+    (state / "inbox" / ".claimed").mkdir(parents=True)
+    os.mkfifo(state / "inbox" / ".claimed" / "pipe.json")
+    settle(state / "inbox" / ".claimed" / "pipe.json")
+
+    report = ingest_within(10, state, db, events)
+
+    assert [dest.name for dest in report.rejected] == ["pipe.json"]
+    assert os.listdir(state / "inbox" / ".claimed") == []
+
+
+def test_socket_is_moved_to_rejected(
+    state: Path, db: Database, events: Events, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    (state / "inbox").mkdir(parents=True)
+    monkeypatch.chdir(state / "inbox")  # a relative path keeps within AF_UNIX's 108 bytes
+    server = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    try:
+        server.bind("sock.md")
+        settle(state / "inbox" / "sock.md")
+
+        report = ingest_within(10, state, db, events)
+    finally:
+        server.close()
+
+    [dest] = report.rejected
+    assert stat.S_ISSOCK(os.lstat(dest).st_mode)
+    assert "a socket, not a regular file" in reason_of(dest)
+
+
+def test_directory_is_moved_to_rejected_whole(state: Path, db: Database, events: Events) -> None:
+    drop(state, "notes/deep.md", "not directly in the inbox")
+    drop(state, "notes/more/deeper.md", "nor this")
+    settle(state / "inbox" / "notes")
+
+    report = ingest_within(10, state, db, events)
+
+    [dest] = report.rejected
+    assert dest == state / "inbox" / "rejected" / "notes"
+    assert (dest / "deep.md").read_text() == "not directly in the inbox"
+    assert (dest / "more" / "deeper.md").read_text() == "nor this"
+    assert "a directory" in reason_of(dest)
+    assert rows(db) == []
+    # soda's own folders stay where they are
+    assert {p.name for p in (state / "inbox").iterdir()} == {
+        ".claimed",
+        ".lock",
+        "processed",
+        "rejected",
+    }
+
+
+def test_every_kind_of_entry_in_one_pass(
+    tmp_path: Path, state: Path, db: Database, events: Events
+) -> None:
+    inbox = state / "inbox"
+    drop(state, "good.md", "use pathlib")
+    drop(state, "x" * 245 + ".json", "{")
+    drop(state, "dir/inside.md", "x")
+    os.mkfifo(inbox / "fifo")
+    (inbox / "link.md").symlink_to(tmp_path)
+    with open(os.path.join(os.fsencode(inbox), b"\xff\xfe.md"), "wb") as fh:
+        fh.write(b"hi")
+    for entry in os.scandir(os.fsencode(inbox)):
+        settle(entry.path)
+
+    report = ingest_within(10, state, db, events)
+
+    assert len(report.accepted) == 1
+    assert len(report.rejected) == 5
+    assert all(fits(dest) and os.path.exists(f"{dest}.reason") for dest in report.rejected)
+    assert sorted(os.listdir(inbox)) == [".claimed", ".lock", "processed", "rejected"]
+
+
+def test_an_entry_that_cannot_be_moved_is_reported_once_and_the_pass_goes_on(
+    state: Path, db: Database, events: Events, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # As root (tests often are) permissions do not stop a rename; a mount point
+    # would (EBUSY), so the refusal is simulated for one name.
+    real_rename: Callable[..., None] = os.rename
+
+    def rename(src: Any, dst: Any) -> None:
+        if os.fspath(src).endswith("stuck.md"):
+            raise OSError(errno.EBUSY, os.strerror(errno.EBUSY), src)
+        real_rename(src, dst)
+
+    monkeypatch.setattr(os, "rename", rename)
+    drop(state, "stuck.md", "x", age=120)
+    drop(state, "fine.md", "y")
+
+    first = ingest(state, db, events)
+    second = ingest(state, db, events)
+
+    assert (first.unmovable, len(first.accepted)) == (["stuck.md"], 1)
+    assert (second.unmovable, second.accepted) == (["stuck.md"], [])
+    assert (state / "inbox" / "stuck.md").read_text() == "x"
+    assert emitted(db, "inbox.unmovable") == [
+        {"file": "stuck.md", "error": os.strerror(errno.EBUSY)}
+    ]
 
 
 # --- write_input ------------------------------------------------------------

@@ -9,7 +9,9 @@ content is never an exception other than `Rejection`.
 from __future__ import annotations
 
 import json
+import os
 import re
+import stat
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, get_args
@@ -59,14 +61,47 @@ def queued(
 
 
 def read(path: Path) -> bytes:
+    """The bytes of the regular file at `path`, or a `Rejection`.
+
+    Never blocks and never follows a link: the entry is looked at with lstat, and
+    anything but a regular file (a symlink, directory, FIFO, socket or device) is
+    rejected by what it is; the open (O_NONBLOCK | O_NOFOLLOW) is checked again
+    with fstat, in case the entry was swapped in between.
+    """
     try:
-        with path.open("rb") as fh:
+        _require_regular(path, os.lstat(path).st_mode)
+        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_NOFOLLOW | os.O_NOCTTY)
+    except OSError as exc:
+        raise Rejection(f"cannot be read: {exc.strerror}") from exc
+    try:
+        with os.fdopen(fd, "rb") as fh:
+            _require_regular(path, os.fstat(fh.fileno()).st_mode)
             raw = fh.read(MAX_BYTES + 1)
     except OSError as exc:
         raise Rejection(f"cannot be read: {exc.strerror}") from exc
     if len(raw) > MAX_BYTES:
         raise Rejection(f"too large: over {MAX_BYTES // 1024} KiB")
     return raw
+
+
+def _require_regular(path: Path, mode: int) -> None:
+    if stat.S_ISREG(mode):
+        return
+    if stat.S_ISLNK(mode):
+        try:
+            target = f" to {clip(display(os.readlink(path)), 200)}"
+        except OSError:
+            target = ""
+        raise Rejection(
+            f"a symbolic link{target}; soda never follows links: put the file itself in the inbox"
+        )
+    if stat.S_ISDIR(mode):
+        raise Rejection("a directory; put each input in the inbox as a file of its own")
+    if stat.S_ISFIFO(mode):
+        raise Rejection("a FIFO (named pipe), not a regular file")
+    if stat.S_ISSOCK(mode):
+        raise Rejection("a socket, not a regular file")
+    raise Rejection("a device, not a regular file")
 
 
 def parse(name: str, raw: bytes) -> HumanInput:
