@@ -22,6 +22,9 @@ CONFIG_NAME = "soda.toml"
 Risk = Literal["none", "low", "medium", "high", "critical"]
 RISK_LEVELS: tuple[str, ...] = ("none", "low", "medium", "high", "critical")
 
+DEFAULT_REPO_MAP_TOKENS = 2000
+"""The repository map's default size, in tokens ([context] repo_map_tokens)."""
+
 
 class Section(BaseModel):
     model_config = ConfigDict(extra="forbid", use_attribute_docstrings=True)
@@ -177,6 +180,13 @@ class GateConfig(Section):
     and pytest/tox configuration are always protected."""
 
 
+class ContextConfig(Section):
+    repo_map_tokens: int = Field(DEFAULT_REPO_MAP_TOKENS, ge=200, le=50_000)
+    """Size, in tokens (about 4 characters each), of the repository map the repo_map
+    tool gives agents: files with their top-level symbols, most relevant first
+    (200-50000)."""
+
+
 class DaemonConfig(Section):
     tick_seconds: float = Field(5.0, ge=0.05, le=3600, allow_inf_nan=False)
     """How often, in seconds, the daemon checks for work when nothing wakes it sooner
@@ -208,6 +218,8 @@ class Config(Section):
     """The jail agent commands and test runs execute in."""
     gate: GateConfig = Field(default_factory=GateConfig)
     """What must hold before a change merges."""
+    context: ContextConfig = Field(default_factory=ContextConfig)
+    """What agents are shown of the repository."""
 
     # Set by load(); not part of the file.
     root: Path = Field(default=Path("."), exclude=True)

@@ -252,7 +252,8 @@ def test_list_is_capped(box: Toolbox, root: Path) -> None:
     listed = call(box, "list_files", path="many").split("\n")
     assert len(listed) == MAX_LIST_ENTRIES + 1
     assert listed[0] == "many/f0000.txt"
-    assert listed[-1].startswith(f"[stopped at {MAX_LIST_ENTRIES} entries")
+    assert listed[-1].startswith(f"[showing {MAX_LIST_ENTRIES} of {MAX_LIST_ENTRIES + 20} files")
+    assert "20 more" in listed[-1] and "repo_map" in listed[-1]
 
 
 def test_search_finds_lines_and_honours_path_and_glob(box: Toolbox, root: Path) -> None:
@@ -291,7 +292,15 @@ def test_invalid_regex_is_a_tool_error(box: Toolbox) -> None:
 
 
 def test_toolsets_offer_the_right_tools(root: Path) -> None:
-    read_only = {"read_file", "list_files", "search_text", "git_log", "git_show", "git_diff"}
+    read_only = {
+        "read_file",
+        "list_files",
+        "search_text",
+        "repo_map",
+        "git_log",
+        "git_show",
+        "git_diff",
+    }
     assert {s.name for s in read_only_tools(sandbox(root)).specs()} == read_only
     worktree = worktree_tools(sandbox(root), 5, 100)
     assert {s.name for s in worktree.specs()} == read_only | {
@@ -525,3 +534,106 @@ def test_a_socket_is_skipped_and_refused(box: Toolbox, root: Path) -> None:
         assert within(10, lambda: call(box, "search_text", pattern="return")).startswith("src/app")
         assert "not a regular file" in fail(box, "read_file", path="src/sock")
         assert call(box, "list_files", path="src") == "src/app.py"
+
+
+# --- .gitignore ------------------------------------------------------------------------
+
+
+@pytest.fixture
+def ignoring(root: Path) -> Path:
+    """The root repository with ignored trees (a node_modules, a .venv, a build/ and
+    *.log by pattern) and one untracked file that is not ignored."""
+    (root / ".gitignore").write_text("node_modules/\n.venv/\nbuild/\n*.log\n")
+    for rel in ("node_modules/pkg/index.js", ".venv/lib/site.py", "build/gen/out.py", "run.log"):
+        (root / rel).parent.mkdir(parents=True, exist_ok=True)
+        (root / rel).write_text("needle = 1\n")
+    (root / "src" / "fresh.py").write_text("needle = 2\n")  # untracked, not ignored
+    return root
+
+
+def test_list_and_search_respect_gitignore(box: Toolbox, ignoring: Path) -> None:
+    assert call(box, "list_files").split("\n") == [
+        ".gitignore",
+        "README.md",
+        "src/app.py",
+        "src/fresh.py",
+    ]
+    assert call(box, "search_text", pattern="needle") == "src/fresh.py:1: needle = 2"
+    assert call(box, "list_files", pattern="*.log") == "(no files found)"
+
+
+def test_an_ignored_directory_named_on_purpose_is_walked(box: Toolbox, ignoring: Path) -> None:
+    assert call(box, "list_files", path="build") == "build/gen/out.py"
+    assert (
+        call(box, "search_text", pattern="needle", path="build") == "build/gen/out.py:1: needle = 1"
+    )
+
+
+def test_a_tracked_file_in_an_ignored_directory_is_listed(box: Toolbox, ignoring: Path) -> None:
+    (ignoring / "build" / "keep.txt").write_text("kept\n")
+    git(ignoring, "add", "-f", "build/keep.txt")
+    assert call(box, "list_files", path="build") == "build/keep.txt"
+    assert "build/keep.txt" in call(box, "list_files").split("\n")
+
+
+def test_outside_git_the_tree_is_walked(tmp_path: Path) -> None:
+    (tmp_path / "build").mkdir()
+    (tmp_path / ".gitignore").write_text("build/\n")  # no repository: means nothing
+    (tmp_path / "build" / "out.txt").write_text("needle\n")
+    box = read_only_tools(Sandbox(tmp_path))
+    assert call(box, "list_files").split("\n") == [".gitignore", "build/out.txt"]
+    assert call(box, "search_text", pattern="needle") == "build/out.txt:1: needle"
+
+
+def test_a_directory_ignored_by_an_enclosing_repository_is_walked(root: Path) -> None:
+    """A scratch directory under an ignored state/ has nothing in git's listing."""
+    (root / ".gitignore").write_text("state/\n")
+    scratch = root / "state" / "scratch"
+    (scratch / "pkg").mkdir(parents=True)
+    (scratch / "pkg" / "mod.py").write_text("x = 1\n")
+    box = read_only_tools(Sandbox(scratch))
+    assert call(box, "list_files") == "pkg/mod.py"
+    assert call(box, "search_text", pattern="x =") == "pkg/mod.py:1: x = 1"
+
+
+def test_deleted_and_state_files_are_not_listed(box: Toolbox, root: Path) -> None:
+    (root / "README.md").unlink()  # still in git's index
+    assert call(box, "list_files").split("\n") == ["src/app.py"]
+
+
+@pytest.mark.parametrize(
+    ("pattern", "expected"),
+    [
+        (r"^def", ["a.py:1: def main():", "a.py:3: def other():"]),
+        (r"\):$", ["a.py:1: def main():", "a.py:3: def other():"]),
+        (r"(?<!\w)return", ["a.py:2: return 1"]),
+        (r"(?<![\s\S])def", ["a.py:1: def main():", "a.py:3: def other():"]),
+        (r"\Adef", ["a.py:1: def main():", "a.py:3: def other():"]),
+        (r"main(?![\s\S]*other)", ["a.py:1: def main():"]),
+        (r"1\n$", ["a.py:2: return 1"]),
+        (r"main|other", ["a.py:1: def main():", "a.py:3: def other():"]),
+        (r"\n", ["a.py:1: def main():", "a.py:2: return 1"]),
+        (r"absent", ["(no matches)"]),
+    ],
+)
+def test_search_matches_line_by_line(tmp_path: Path, pattern: str, expected: list[str]) -> None:
+    """Each line is matched on its own, as it reads with its newline, whatever the
+    pattern looks at (string ends, lookbehind, negative lookahead)."""
+    (tmp_path / "a.py").write_bytes(b"def main():\r\n    return 1\ndef other():")
+    box = read_only_tools(Sandbox(tmp_path))
+    assert call(box, "search_text", pattern=pattern).split("\n") == expected
+
+
+def test_git_listing_runs_no_planted_fsmonitor(
+    box: Toolbox, root: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.delenv("GIT_CONFIG_PARAMETERS", raising=False)  # only our own options
+    marker = tmp_path / "fsmonitor-ran"
+    script = tmp_path / "fsmonitor.sh"
+    script.write_text(f"#!/bin/sh\ntouch {marker}\n")
+    script.chmod(0o755)
+    git(root, "config", "core.fsmonitor", str(script))
+    assert call(box, "list_files").split("\n") == ["README.md", "src/app.py"]
+    call(box, "search_text", pattern="main")
+    call(box, "repo_map")
+    assert not marker.exists()

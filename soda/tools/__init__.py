@@ -1,5 +1,6 @@
-"""What agents may do: read, list and search files, read git history, and (in a
-worktree) write, edit and run commands, all confined to one directory.
+"""What agents may do: read, list and search files, see a map of the repository,
+read git history, and (in a worktree) write, edit and run commands, all confined
+to one directory.
 
 Two toolboxes are built here: `read_only_tools` for ORIENT's agents and
 `worktree_tools` for the executor. The terminal tools (submit, cannot_complete)
@@ -10,10 +11,12 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from soda.config import DEFAULT_REPO_MAP_TOKENS
 from soda.jail import Jail
 from soda.tools.commands import command_tools
 from soda.tools.files import reading_tools, writing_tools
 from soda.tools.git import git_tools
+from soda.tools.repomap import repo_map_tools
 from soda.tools.sandbox import Sandbox, ToolError
 from soda.tools.toolbox import Tool, Toolbox, ToolOutcome, object_schema
 
@@ -32,21 +35,37 @@ __all__ = [
 
 
 def read_only_tools(
-    sandbox: Sandbox, repo_dir: Path | None = None, output_limit: int = DEFAULT_OUTPUT_LIMIT
+    sandbox: Sandbox,
+    repo_dir: Path | None = None,
+    output_limit: int = DEFAULT_OUTPUT_LIMIT,
+    repo_map_tokens: int = DEFAULT_REPO_MAP_TOKENS,
 ) -> Toolbox:
-    """read_file, list_files, search_text, git_log, git_show, git_diff. Git runs in
-    `repo_dir` (default: the sandbox root)."""
+    """read_file, list_files, search_text, repo_map, git_log, git_show, git_diff.
+    Git runs in `repo_dir` (default: the sandbox root); the repository map is about
+    `repo_map_tokens` long (`[context] repo_map_tokens`)."""
     repo = sandbox.root if repo_dir is None else Path(repo_dir)
-    return Toolbox([*reading_tools(sandbox), *git_tools(sandbox, repo, output_limit)])
+    return Toolbox(
+        [
+            *reading_tools(sandbox),
+            *repo_map_tools(sandbox, repo_map_tokens),
+            *git_tools(sandbox, repo, output_limit),
+        ]
+    )
 
 
 def worktree_tools(
-    sandbox: Sandbox, command_timeout: float, output_limit: int, jail: Jail | None = None
+    sandbox: Sandbox,
+    command_timeout: float,
+    output_limit: int,
+    jail: Jail | None = None,
+    repo_map_tokens: int = DEFAULT_REPO_MAP_TOKENS,
 ) -> Toolbox:
     """Everything in read_only_tools plus write_file, edit_file and run_command.
     Commands run in `jail` (default: a bubblewrap jail with the sandbox root as
     the repository)."""
     jail = jail or Jail(mode="bwrap", repo_root=sandbox.root, git_dir=sandbox.root / ".git")
-    return read_only_tools(sandbox, output_limit=output_limit).extended(
+    return read_only_tools(
+        sandbox, output_limit=output_limit, repo_map_tokens=repo_map_tokens
+    ).extended(
         [*writing_tools(sandbox), *command_tools(sandbox, jail, command_timeout, output_limit)]
     )

@@ -3,6 +3,13 @@
 Every path goes through `Sandbox.resolve`; every answer is capped so one call
 cannot flood the model's context, and a cut answer says how to get the rest.
 
+Listing and searching show the files git would: when the directory is inside a
+git checkout, the files come from `git ls-files --cached --others
+--exclude-standard` (tracked, plus untracked files `.gitignore` does not exclude),
+so `node_modules`, build output and virtualenvs are never walked. Outside git,
+or for a directory that is itself ignored (named on purpose), they come from a
+walk of the tree. Either way each file still passes the sandbox's checks.
+
 Only regular files are ever opened. A FIFO, socket or device in the tree would
 block a reader forever (or do something on open), so reading refuses them and
 listing and searching skip them; every open is also O_NONBLOCK and re-checked
@@ -17,11 +24,13 @@ import fnmatch
 import os
 import re
 import stat
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from pathlib import Path
 from typing import IO
 
+from soda.git import HARDENING_ARGS
 from soda.llm.base import ToolSpec
+from soda.proc import run
 from soda.tools.sandbox import Sandbox, ToolError
 from soda.tools.toolbox import Tool, object_schema
 
@@ -41,6 +50,19 @@ NOISE_DIRS = frozenset(
 )
 
 _CLOEXEC = getattr(os, "O_CLOEXEC", 0)
+
+GIT_LIST_TIMEOUT_S = 60.0
+_GIT_LIST_OUTPUT = 1 << 28
+"""Characters of a git listing kept: all of it (this only bounds a runaway)."""
+# Hardened like every git soda starts (no fsmonitor, no hooks); no optional locks,
+# so listing never takes index.lock under a running orchestrator.
+_GIT = ["git", "--no-pager", "--literal-pathspecs", *HARDENING_ARGS]
+_GIT_ENV = {"GIT_OPTIONAL_LOCKS": "0", "GIT_TERMINAL_PROMPT": "0"}
+
+# Patterns whose match on one line might not be a match somewhere in the whole
+# text (they look at string ends, behind, or assert an absence), so search_text
+# cannot skip a file just because the whole text does not match.
+_LINE_BOUND = ("$", "\\A", "\\Z", "\\z", "\\B", "(?<", "(?!", "(?-")
 
 NULLABLE_STRING = {"type": ["string", "null"]}
 NULLABLE_INTEGER = {"type": ["integer", "null"]}
@@ -151,20 +173,20 @@ def read_file(sandbox: Sandbox, path: str, offset_line: int | None, max_lines: i
 
 def list_files(sandbox: Sandbox, path: str | None, pattern: str | None) -> str:
     start = _existing_dir(sandbox, path)
-    found: list[str] = []
-    for file in _walk(sandbox, start):
-        if pattern is None or _matches(file.relative_to(start).as_posix(), pattern):
-            found.append(sandbox.relative(file))
-            if len(found) > MAX_LIST_ENTRIES:
-                break
+    found = sorted(
+        sandbox.relative(file)
+        for file in tree_files(sandbox, start)
+        if pattern is None or _matches(file.relative_to(start).as_posix(), pattern)
+    )
     if not found:
         return "(no files found)"
-    found.sort()
     if len(found) > MAX_LIST_ENTRIES:
+        more = len(found) - MAX_LIST_ENTRIES
         return "\n".join(
             [
                 *found[:MAX_LIST_ENTRIES],
-                f"[stopped at {MAX_LIST_ENTRIES} entries; narrow path or pattern]",
+                f"[showing {MAX_LIST_ENTRIES} of {len(found)} files, {more} more; narrow path "
+                "or pattern (e.g. '*.py'), or call repo_map for an overview]",
             ]
         )
     return "\n".join(found)
@@ -178,8 +200,11 @@ def search_text(sandbox: Sandbox, pattern: str, path: str | None, glob: str | No
     target = sandbox.resolve(path or ".")
     if not target.exists():
         raise ToolError(f"{path} does not exist")
-    base = target.parent if target.is_file() else target
-    files = [target] if target.is_file() else _walk(sandbox, target)
+    # Anything but a directory is searched as one file: a FIFO or device named as
+    # the path is refused when opened, and counts as no match.
+    base = target if target.is_dir() else target.parent
+    files = tree_files(sandbox, target) if target.is_dir() else [target]
+    whole = _whole_text_regex(pattern)
     hits: list[str] = []
     skipped = 0
     for file in files:
@@ -189,7 +214,7 @@ def search_text(sandbox: Sandbox, pattern: str, path: str | None, glob: str | No
             if file.stat().st_size > MAX_SEARCH_BYTES:
                 skipped += 1
                 continue
-            hits.extend(_search_file(sandbox, file, regex, MAX_MATCHES + 1 - len(hits)))
+            hits.extend(_search_file(sandbox, file, regex, whole, MAX_MATCHES + 1 - len(hits)))
         except (OSError, ToolError):
             continue  # a dangling link, an unreadable or irregular file: nothing to search
         if len(hits) > MAX_MATCHES:
@@ -252,7 +277,96 @@ def _existing_dir(sandbox: Sandbox, path: str | None) -> Path:
     return target
 
 
-def _walk(sandbox: Sandbox, start: Path) -> Iterator[Path]:
+def tree_files(sandbox: Sandbox, start: Path) -> list[Path]:
+    """The files under the directory `start` (a real path inside the sandbox) an
+    agent should see: git's listing when git governs `start`, else the walk."""
+    listed = git_listing(start)
+    if listed is None:
+        return list(walk(sandbox, start))
+    return [start / rel for rel in vetted(sandbox, start, sorted(set(listed)))]
+
+
+def git_listing(start: Path, *args: str) -> list[str] | None:
+    """The entries of `git ls-files -z --cached --others --exclude-standard ARGS` in
+    `start`, as git prints them: paths relative to `start` of tracked files plus
+    untracked ones .gitignore does not exclude (a path may repeat: an unmerged
+    file, or `--modified` in ARGS). With `--stage` the tracked entries carry their
+    "MODE BLOB STAGE<tab>" prefix. None when git does not govern `start`: not in a
+    checkout, `start` itself ignored, or git failing."""
+    if not start.is_dir() or not _git_governs(start):
+        return None
+    output = _git(start, ["ls-files", "-z", "--cached", "--others", "--exclude-standard", *args])
+    if output is None:
+        return None
+    return [entry for entry in output.split("\0") if entry]
+
+
+def vetted(sandbox: Sandbox, start: Path, rels: Iterable[str]) -> Iterator[str]:
+    """The paths in `rels` (relative to `start`) that are regular files the sandbox
+    permits, skipping noise directories. Each directory is checked once through
+    the sandbox (symlinks on the way, denied names, soda's state); a symlinked file
+    must resolve somewhere permitted; FIFOs, sockets and devices are dropped;
+    paths git lists but the tree no longer has (deleted, or a nested repository
+    shown as `dir/`) are dropped too."""
+    permitted: dict[str, bool] = {}
+    for rel in rels:
+        parent, _, name = rel.rpartition("/")
+        if not name or name.casefold() in sandbox.deny:
+            continue
+        allowed = permitted.get(parent)
+        if allowed is None:
+            directory = start / parent if parent else start
+            allowed = not NOISE_DIRS.intersection(parent.split("/")) and sandbox.permits(directory)
+            permitted[parent] = allowed
+        if not allowed:
+            continue
+        try:
+            mode = os.lstat(os.path.join(start, rel)).st_mode
+        except OSError:
+            continue
+        if stat.S_ISLNK(mode):
+            if not sandbox.permits(start / rel) or _irregular(start / rel):
+                continue
+        elif not stat.S_ISREG(mode):
+            continue
+        yield rel
+
+
+def _git_governs(start: Path) -> bool:
+    """Whether `start` is inside a git work tree and not itself ignored there
+    (an ignored directory, e.g. a scratch checkout under an ignored state/, has
+    nothing in git's listing: it is walked instead)."""
+    top = _git(start, ["rev-parse", "--show-toplevel"])
+    if top is None or not top.strip():
+        return False
+    toplevel = Path(os.path.realpath(top.strip().splitlines()[-1]))
+    if toplevel == start:
+        return True
+    if not start.is_relative_to(toplevel):
+        return False
+    rel = start.relative_to(toplevel).as_posix()
+    # check-ignore takes paths and refuses pathspec magic (--literal-pathspecs).
+    ignored = run(
+        ["git", "--no-pager", *HARDENING_ARGS, "check-ignore", "-q", "--", rel],
+        cwd=toplevel,
+        timeout=GIT_LIST_TIMEOUT_S,
+        extra_env=_GIT_ENV,
+    )
+    return ignored.returncode == 1  # 0: ignored; 128: an error
+
+
+def _git(cwd: Path, args: list[str]) -> str | None:
+    result = run(
+        [*_GIT, *args],
+        cwd=cwd,
+        timeout=GIT_LIST_TIMEOUT_S,
+        output_limit=_GIT_LIST_OUTPUT,
+        extra_env=_GIT_ENV,
+    )
+    return result.output if result.ok else None
+
+
+def walk(sandbox: Sandbox, start: Path) -> Iterator[Path]:
     """Files under `start`, in a stable order, skipping denied and noise directories.
     Symlinked directories are not followed; symlinked files are kept only when
     they resolve to somewhere the sandbox permits."""
@@ -281,17 +395,51 @@ def _matches(rel: str, pattern: str) -> bool:
     return pattern.startswith("**/") and _matches(rel, pattern[3:])
 
 
-def _search_file(sandbox: Sandbox, file: Path, regex: re.Pattern[str], room: int) -> list[str]:
+def _whole_text_regex(pattern: str) -> re.Pattern[str] | None:
+    """`pattern` for a whole file at once (^ and $ at every line), when a match on
+    any one line implies a match in the whole text: then a file the whole-text
+    search misses is skipped without splitting it into lines. None otherwise."""
+    if any(token in pattern for token in _LINE_BOUND):
+        return None
+    try:
+        return re.compile(pattern, re.MULTILINE)
+    except re.error:
+        return None
+
+
+def _search_file(
+    sandbox: Sandbox,
+    file: Path,
+    regex: re.Pattern[str],
+    whole: re.Pattern[str] | None,
+    room: int,
+) -> list[str]:
+    """Matching lines of one file, line by line as a text file reads (universal
+    newlines, each line ending in its newline); read in one go, and skipped at once when
+    `whole` says nothing in it can match."""
     rel = sandbox.relative(file)
-    if room <= 0 or _is_binary(file, rel):
+    if room <= 0:
+        return []
+    with open(open_regular(file, rel), "rb") as f:
+        data = f.read()
+    if b"\0" in data[:8192]:
+        return []  # binary
+    text = data.decode("utf-8", errors="replace")
+    if "\r" in text:
+        text = text.replace("\r\n", "\n").replace("\r", "\n")
+    if whole is not None and whole.search(text) is None:
         return []
     hits: list[str] = []
-    with _open_text(file, rel, errors="replace", newline=None) as f:
-        for number, line in enumerate(f, start=1):
-            if regex.search(line):
-                hits.append(f"{rel}:{number}: {_clip(line.strip(), MAX_MATCH_CHARS)}")
-                if len(hits) >= room:
-                    break
+    start, number = 0, 0
+    while start < len(text):
+        end = text.find("\n", start)
+        end = len(text) if end < 0 else end + 1
+        line = text[start:end]
+        start, number = end, number + 1
+        if regex.search(line):
+            hits.append(f"{rel}:{number}: {_clip(line.strip(), MAX_MATCH_CHARS)}")
+            if len(hits) >= room:
+                break
     return hits
 
 
@@ -305,7 +453,7 @@ def _search_report(hits: list[str], skipped: int) -> str:
 
 
 def _is_binary(path: Path, shown: str) -> bool:
-    with open(_open_regular(path, shown), "rb") as f:
+    with open(open_regular(path, shown), "rb") as f:
         return b"\0" in f.read(8192)
 
 
@@ -319,7 +467,7 @@ def _irregular(path: Path) -> bool:
         return False
 
 
-def _open_regular(path: Path, shown: str) -> int:
+def open_regular(path: Path, shown: str) -> int:
     """A read-only descriptor for `path`, refused unless it is a regular file.
     O_NONBLOCK: opening a FIFO swapped in after the caller's checks returns at
     once instead of waiting for a writer, and fstat then refuses it."""
@@ -335,7 +483,7 @@ def _open_regular(path: Path, shown: str) -> int:
 
 def _open_text(path: Path, shown: str, errors: str, newline: str | None) -> IO[str]:
     return open(  # the caller's `with` closes it
-        _open_regular(path, shown), encoding="utf-8", errors=errors, newline=newline
+        open_regular(path, shown), encoding="utf-8", errors=errors, newline=newline
     )
 
 

@@ -1,0 +1,384 @@
+"""The repository map: an overview of a checkout that fits a token budget.
+
+`repo_map(root, budget_tokens)` lists the files git shows (tracked, plus untracked
+files `.gitignore` does not exclude: `git ls-files`, so ignored trees such as
+`node_modules` or `.venv` never appear), each Python file with its public
+top-level classes and functions as one-line signatures (from `ast`; a class line
+also names its public methods). Other files are listed by path only. Outside a
+git checkout the sandbox's walk supplies the files instead.
+
+Ranking, most relevant first (the map is cut at the budget, so the tail goes):
+
+0. the project's front door at the top level: README* first, then
+   pyproject.toml, setup.py, setup.cfg, package.json, Cargo.toml, go.mod, ...;
+1. source: code files in a Python package (a directory with `__init__.py`) or
+   under a top-level `src/` or `lib/`;
+2. other code files (scripts in `bin/`, `tools/`, ...);
+3. other files (configuration, data), and anything under a hidden directory
+   (`.github/`, `.ci/`);
+4. tests, docs, examples, benchmarks (`tests/`, `docs/`, `test_*.py`,
+   `conftest.py`, ...);
+5. lock files, vendored code, minified and binary assets.
+
+Within a rank: shallower paths first, then files with more symbols, then by
+path. The map is rendered in that order, one full path per file (so it can be
+passed to read_file as it is), symbols indented below it (at most 10 a file,
+each line clipped); it is cut at about four characters per token and ends with
+a line saying how many files were left out.
+
+Parse results are cached in memory by content: a tracked file unchanged in the
+work tree by its blob id from `git ls-files --stage`, anything else by the git
+blob id of the bytes read. A second map of a similar tree parses only what
+changed (`SymbolCache.parses` counts the parses). Files are read only when their
+symbols are not cached, through the sandbox's checks (regular files only, never
+a FIFO or device), and only as far as the ranking needs: a group of files of
+equal rank and depth past the cut is never parsed.
+"""
+
+from __future__ import annotations
+
+import ast
+import hashlib
+import itertools
+import threading
+import warnings
+from collections import OrderedDict
+from collections.abc import Iterable, Set
+from dataclasses import dataclass
+from pathlib import Path
+
+from soda.llm.base import ToolSpec
+from soda.tools.files import git_listing, open_regular, vetted, walk
+from soda.tools.sandbox import Sandbox, ToolError
+from soda.tools.toolbox import Tool, object_schema
+
+CHARS_PER_TOKEN = 4
+MAX_PARSE_BYTES = 1_000_000
+"""Python files larger than this are listed without symbols (generated, or data)."""
+MAX_SYMBOLS_PER_FILE = 10
+MAX_SIGNATURE_CHARS = 100
+CACHE_ENTRIES = 50_000
+
+
+def _words(text: str) -> frozenset[str]:
+    return frozenset(text.split())
+
+
+FRONT_DOOR = (
+    "pyproject.toml",
+    "setup.py",
+    "setup.cfg",
+    "package.json",
+    "cargo.toml",
+    "go.mod",
+    "pom.xml",
+    "build.gradle",
+    "gemfile",
+    "makefile",
+    "cmakelists.txt",
+)
+"""Top-level files that say what the project is, after any README*, in this order."""
+SOURCE_ROOTS = _words("src lib")
+"""Top-level directories whose code is the project's source, in any language."""
+CODE_SUFFIXES = _words(
+    ".py .pyi .pyx .js .jsx .mjs .cjs .ts .tsx .go .rs .java .kt .kts .scala .c .h .cc .cpp "
+    ".cxx .hpp .hh .cs .rb .php .swift .m .mm .lua .pl .pm .r .jl .ex .exs .erl .hs .ml "
+    ".clj .dart .zig .nim .sh .bash .sql .vue .svelte"
+)
+SECONDARY_DIRS = _words(
+    "test tests testing doc docs documentation example examples bench benchmark benchmarks fixtures"
+)
+LAST_DIRS = _words("vendor vendored third_party thirdparty external extern")
+LAST_SUFFIXES = _words(
+    ".lock .min.js .min.css .map .png .jpg .jpeg .gif .ico .svg .pdf .zip .gz .tgz .bz2 .xz "
+    ".whl .jar .woff .woff2 .ttf .otf .eot .mp3 .mp4 .wav .bin .so .dll .dylib .exe .pyc"
+)
+_LAST_SUFFIXES = tuple(LAST_SUFFIXES)
+LOCK_FILES = frozenset(
+    {"package-lock.json", "yarn.lock", "pnpm-lock.yaml", "poetry.lock", "uv.lock", "go.sum"}
+)
+
+
+class SymbolCache:
+    """Symbols per content id (a git blob id), least recently used dropped past
+    `max_entries`. `parses` counts files parsed, `hits` answers from the cache."""
+
+    def __init__(self, max_entries: int = CACHE_ENTRIES) -> None:
+        self.max_entries = max_entries
+        self.parses = 0
+        self.hits = 0
+        self._entries: OrderedDict[str, tuple[str, ...]] = OrderedDict()
+        self._lock = threading.Lock()
+
+    def get(self, key: str) -> tuple[str, ...] | None:
+        with self._lock:
+            symbols = self._entries.get(key)
+            if symbols is not None:
+                self._entries.move_to_end(key)
+                self.hits += 1
+            return symbols
+
+    def parse(self, key: str, source: bytes) -> tuple[str, ...]:
+        symbols = python_symbols(source)
+        with self._lock:
+            self.parses += 1
+            self._entries[key] = symbols
+            self._entries.move_to_end(key)
+            while len(self._entries) > self.max_entries:
+                self._entries.popitem(last=False)
+        return symbols
+
+    def __len__(self) -> int:
+        return len(self._entries)
+
+
+SYMBOLS = SymbolCache()
+"""The process's cache: every map shares it (ORIENT's agents, the executor)."""
+
+
+@dataclass
+class _File:
+    path: str  # relative to the root, posix
+    blob: str | None  # the index blob id, for a tracked file unchanged in the work tree
+    rank: int
+    depth: int
+    symbols: tuple[str, ...] = ()
+
+    @property
+    def is_python(self) -> bool:
+        return self.path.endswith((".py", ".pyi"))
+
+
+def repo_map_tools(sandbox: Sandbox, budget_tokens: int) -> list[Tool]:
+    return [
+        Tool(
+            ToolSpec(
+                "repo_map",
+                "An overview of the repository in about "
+                f"{budget_tokens} tokens: its files (those git ignores left out), most "
+                "relevant first (project files, then source, then tests and docs; shallow "
+                "before deep), each Python file with its public top-level classes and "
+                "functions as one-line signatures. path limits it to a directory (null "
+                "means everything). The last line says how many files did not fit.",
+                object_schema({"path": {"type": ["string", "null"]}}),
+            ),
+            lambda a: _tool(sandbox, budget_tokens, a["path"]),
+        )
+    ]
+
+
+def _tool(sandbox: Sandbox, budget_tokens: int, path: str | None) -> str:
+    target = sandbox.resolve(path or ".")
+    if not target.exists():
+        raise ToolError(f"{path} does not exist")
+    prefix = None if target == sandbox.root else sandbox.relative(target)
+    return repo_map(sandbox.root, budget_tokens, prefix=prefix, sandbox=sandbox)
+
+
+def repo_map(
+    root: Path,
+    budget_tokens: int,
+    *,
+    prefix: str | None = None,
+    sandbox: Sandbox | None = None,
+    cache: SymbolCache = SYMBOLS,
+) -> str:
+    """The map of the checkout at `root` (only files under `prefix`, a path
+    relative to it, when given) in at most `budget_tokens` * 4 characters. Files
+    are read through `sandbox` (default: one rooted at `root`, .git denied)."""
+    sandbox = sandbox or Sandbox(root)
+    files = _files(sandbox, prefix)
+    budget = max(budget_tokens, 0) * CHARS_PER_TOKEN
+    if not files:
+        return "(no files)"
+    files.sort(key=lambda f: (f.rank, f.depth))
+    # Room for the last line, whatever it will say (the widest count).
+    budget -= len(_footer(len(files), len(files))) + 1
+    lines: list[str] = []
+    used, shown = 0, 0
+    done = False
+    for _, group_iter in itertools.groupby(files, key=lambda f: (f.rank, f.depth)):
+        group = list(group_iter)
+        for file in group:
+            if file.is_python:
+                file.symbols = _symbols(sandbox, file, cache)
+        if group[0].rank == 0:
+            group.sort(key=lambda f: (_front_door_order(f.path), f.path))
+        else:
+            group.sort(key=lambda f: (-len(f.symbols), f.path))
+        for file in group:
+            block = _render(file)
+            size = sum(len(line) + 1 for line in block)
+            if used + size > budget and len(block) > 1:
+                block = [f"{file.path}  [{len(file.symbols)} symbols]"]
+                size = len(block[0]) + 1
+            if used + size > budget:
+                done = True
+                break
+            lines += block
+            used += size
+            shown += 1
+        if done:
+            break
+    lines.append(_footer(len(files) - shown, len(files)))
+    return "\n".join(lines)
+
+
+def _footer(left_out: int, total: int) -> str:
+    if not left_out:
+        return f"[{total} file{'s' if total != 1 else ''}, all shown]"
+    return f"[{left_out} of {total} files left out; pass a directory as path, or use list_files]"
+
+
+def _render(file: _File) -> list[str]:
+    lines = [file.path]
+    lines += [f"  {symbol}" for symbol in file.symbols[:MAX_SYMBOLS_PER_FILE]]
+    if len(file.symbols) > MAX_SYMBOLS_PER_FILE:
+        lines.append(f"  ... {len(file.symbols) - MAX_SYMBOLS_PER_FILE} more")
+    return lines
+
+
+def _files(sandbox: Sandbox, prefix: str | None) -> list[_File]:
+    """Every file the map may show, with its rank, under `prefix`."""
+    root = sandbox.root
+    entries = git_listing(root, "--stage", "--modified")
+    if entries is None:
+        paths = [sandbox.relative(file) for file in walk(sandbox, root)]
+        blobs: dict[str, str | None] = dict.fromkeys(paths)
+    else:
+        blobs = _blobs(entries)
+        blobs = {path: blobs[path] for path in vetted(sandbox, root, sorted(blobs))}
+    packages = {path.rpartition("/")[0] for path in blobs if path.endswith("/__init__.py")}
+    if prefix is not None:
+        blobs = {
+            path: blob
+            for path, blob in blobs.items()
+            if path == prefix or path.startswith(prefix + "/")
+        }
+    return [
+        _File(path, blob, rank(path, packages), path.count("/"))
+        for path, blob in sorted(blobs.items())
+    ]
+
+
+def _blobs(entries: Iterable[str]) -> dict[str, str | None]:
+    """Path -> blob id from `ls-files --stage --modified --others` entries; None
+    for untracked files and for tracked ones whose work tree copy may differ
+    (listed more than once: modified, or unmerged)."""
+    blobs: dict[str, str | None] = {}
+    for entry in entries:
+        meta, tab, path = entry.partition("\t")
+        if not tab:  # untracked, or a --modified line
+            path, blob = entry, None
+        else:
+            mode, blob, _stage = meta.split(" ")
+            if mode in ("120000", "160000"):
+                blob = None  # a symlink or a submodule: nothing to parse by id
+        blobs[path] = None if path in blobs else blob
+    return blobs
+
+
+def rank(path: str, packages: Set[str] = frozenset()) -> int:
+    """The file's rank (see the module's docstring): 0 front door, 1 source in a
+    package or a source root, 2 other code, 3 other files, 4 tests, docs, examples
+    and benchmarks, 5 lock files, vendored code and binary assets. `packages` are
+    the directories holding an `__init__.py`."""
+    parent, _, name = path.rpartition("/")
+    name = name.lower()
+    dirs = parent.lower().split("/") if parent else []
+    if not dirs and (name.startswith("readme") or name in FRONT_DOOR):
+        return 0
+    if name in LOCK_FILES or LAST_DIRS.intersection(dirs) or name.endswith(_LAST_SUFFIXES):
+        return 5
+    if (
+        SECONDARY_DIRS.intersection(dirs)
+        or name.startswith("test_")
+        or name.endswith(("_test.py", "_test.go", ".test.js", ".test.ts", ".spec.ts"))
+        or name == "conftest.py"
+    ):
+        return 4
+    _, dot, suffix = name.rpartition(".")
+    if not dot or f".{suffix}" not in CODE_SUFFIXES or any(d.startswith(".") for d in dirs):
+        return 3
+    if parent in packages or (dirs and dirs[0] in SOURCE_ROOTS):
+        return 1
+    return 2
+
+
+def _front_door_order(path: str) -> int:
+    name = path.lower()
+    return -1 if name.startswith("readme") else FRONT_DOOR.index(name)
+
+
+def _symbols(sandbox: Sandbox, file: _File, cache: SymbolCache) -> tuple[str, ...]:
+    if file.blob is not None:
+        cached = cache.get(file.blob)
+        if cached is not None:
+            return cached
+    try:
+        with open(open_regular(sandbox.root / file.path, file.path), "rb") as f:
+            source = f.read(MAX_PARSE_BYTES + 1)
+    except (OSError, ToolError):
+        return ()  # a symlink, or gone since git listed it: listed without symbols
+    if len(source) > MAX_PARSE_BYTES:
+        return ()
+    key = file.blob or _blob_id(source)
+    cached = cache.get(key)
+    if cached is not None:
+        return cached
+    return cache.parse(key, source)
+
+
+def _blob_id(data: bytes) -> str:
+    """What git would name these bytes as a blob (SHA-1 object format)."""
+    return hashlib.sha1(b"blob %d\0" % len(data) + data, usedforsecurity=False).hexdigest()
+
+
+def python_symbols(source: bytes) -> tuple[str, ...]:
+    """One line per public top-level class and function of a Python module; empty
+    when it does not parse."""
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")  # SyntaxWarning on odd escapes: not ours to report
+            tree = ast.parse(source)
+    except (SyntaxError, ValueError, RecursionError, MemoryError):
+        return ()
+    symbols = []
+    for node in tree.body:
+        if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef):
+            if not node.name.startswith("_"):
+                symbols.append(_clip(_signature(node)))
+        elif isinstance(node, ast.ClassDef) and not node.name.startswith("_"):
+            symbols.append(_clip(_class_line(node)))
+    return tuple(symbols)
+
+
+def _signature(node: ast.FunctionDef | ast.AsyncFunctionDef) -> str:
+    keyword = "async def" if isinstance(node, ast.AsyncFunctionDef) else "def"
+    line = f"{keyword} {node.name}({_unparse(node.args)})"
+    if node.returns is not None:
+        line += f" -> {_unparse(node.returns)}"
+    return line
+
+
+def _class_line(node: ast.ClassDef) -> str:
+    bases = [_unparse(base) for base in node.bases] + [_unparse(kw) for kw in node.keywords]
+    line = f"class {node.name}({', '.join(bases)})" if bases else f"class {node.name}"
+    methods = [
+        item.name
+        for item in node.body
+        if isinstance(item, ast.FunctionDef | ast.AsyncFunctionDef)
+        and not item.name.startswith("_")
+    ]
+    return f"{line}: {', '.join(methods)}" if methods else line
+
+
+def _unparse(node: ast.AST) -> str:
+    try:
+        return " ".join(ast.unparse(node).split())
+    except Exception:  # ast.unparse has no complete error contract
+        return "..."
+
+
+def _clip(line: str) -> str:
+    return line if len(line) <= MAX_SIGNATURE_CHARS else line[: MAX_SIGNATURE_CHARS - 3] + "..."
