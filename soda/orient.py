@@ -31,7 +31,7 @@ def orient(session: Session, claims: Claims, number: int) -> Orientation:
     # only .git inside it needs denying.
     path = session.checkouts.view(branch_head(session.repo, session.milestone.branch))
     sandbox = Sandbox(path)
-    tools = read_only_tools(sandbox)
+    tools = read_only_tools(sandbox, repo_map_tokens=session.config.context.repo_map_tokens)
     inputs = {"spec": session.spec_text(), "claims": claims}
     known = {task.id for task in session.tracker.list()}
     if session.config.loop.orient_pattern == "single":

@@ -134,6 +134,7 @@ def _run_task(session: Session, plan: IterationPlan, scope: TaskScope) -> TaskOu
         session.config.act.command_timeout,
         session.config.act.output_limit,
         jail=session.jail,
+        repo_map_tokens=session.config.context.repo_map_tokens,
     )
     task_input = task.model_dump(mode="json")
     if scope.missing:
