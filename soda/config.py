@@ -140,6 +140,12 @@ class ActConfig(Section):
     (100-1000000)."""
 
 
+class PlanConfig(Section):
+    max_tasks: int = Field(8, ge=1, le=50)
+    """Most tasks one iteration plan may have; a larger plan goes back to the planner
+    with the problem (1-50)."""
+
+
 class ApprovalConfig(Section):
     risk_threshold: Risk = "high"
     """Plans with a task at or above this risk wait for `soda approve`."""
@@ -210,6 +216,8 @@ class Config(Section):
     """Cost and token limits."""
     act: ActConfig = Field(default_factory=ActConfig)
     """How work is executed and merged."""
+    plan: PlanConfig = Field(default_factory=PlanConfig)
+    """How large an iteration plan may be."""
     approval: ApprovalConfig = Field(default_factory=ApprovalConfig)
     """When a person must approve a plan."""
     daemon: DaemonConfig = Field(default_factory=DaemonConfig)

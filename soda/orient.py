@@ -5,9 +5,11 @@ planner, each a fresh context with its own contract; `single` runs one agent
 that walks the same three steps. Both read the milestone branch through the
 pool's clean checkout of its tip (`Checkouts.view`) with read-only tools, and both end in one
 `Orientation`. A plan that passes its schema but not the semantic checks
-(unknown dependencies, cycles, unknown tasks) gets a bounded repair round with
-the problems fed back, then HALTs. Applying the result (task updates, new tasks,
-learnings, plan tasks made into Trace tasks) is `apply_orientation`.
+(unknown dependencies, cycles, unknown tasks, more than `[plan] max_tasks`
+tasks) goes back to the agent that made it (planner or orienter) with the
+problems, at most PLAN_REPAIRS times in all, then HALTs with the last problems.
+Applying the result (task updates, new tasks, learnings, plan tasks made into
+Trace tasks) is `apply_orientation`.
 """
 
 from __future__ import annotations
@@ -40,14 +42,16 @@ def orient(session: Session, claims: Claims, number: int) -> Orientation:
 
 
 def _single(session: Session, inputs: dict, tools: object, known: set[int]) -> Orientation:
-    answer = session.runner.run(load_agent("orienter"), inputs, tools)  # type: ignore[arg-type]
-    orientation = answer.output
-    assert isinstance(orientation, Orientation)
-    if orientation.iteration_plan is not None:
-        problems = plan_problems(orientation.iteration_plan, known)
-        if problems:
-            raise StructuralError(f"orienter produced an invalid plan: {'; '.join(problems)}")
-    return orientation
+    orienter = load_agent("orienter")
+    problems: list[str] = []
+    for attempt in range(1, PLAN_REPAIRS + 1):
+        answer = session.runner.run(orienter, _with_problems(inputs, problems), tools)  # type: ignore[arg-type]
+        orientation = answer.output
+        assert isinstance(orientation, Orientation)
+        problems = _problems(session, orientation.iteration_plan, known, attempt)
+        if not problems:
+            return orientation
+    raise _invalid("orienter", problems)
 
 
 def _split(session: Session, inputs: dict, tools: object, known: set[int]) -> Orientation:
@@ -85,18 +89,37 @@ def _plan(session: Session, inputs: dict, tools: object, known: set[int]) -> Pla
     planner = load_agent("planner")
     problems: list[str] = []
     for attempt in range(1, PLAN_REPAIRS + 1):
-        if problems:
-            inputs = {**inputs, "rejected_plan_problems": "\n".join(f"- {p}" for p in problems)}
-        planning = session.runner.run(planner, inputs, tools).output  # type: ignore[arg-type]
+        answer = session.runner.run(planner, _with_problems(inputs, problems), tools)  # type: ignore[arg-type]
+        planning = answer.output
         assert isinstance(planning, Planning)
-        if planning.iteration_plan is None:
-            return planning
-        problems = plan_problems(planning.iteration_plan, known)
+        problems = _problems(session, planning.iteration_plan, known, attempt)
         if not problems:
             return planning
+    raise _invalid("planner", problems)
+
+
+def _with_problems(inputs: dict, problems: list[str]) -> dict:
+    """The agent's inputs, with the last rejected plan's problems (a repair round)."""
+    if not problems:
+        return inputs
+    return {**inputs, "rejected_plan_problems": "\n".join(f"- {p}" for p in problems)}
+
+
+def _problems(
+    session: Session, plan: IterationPlan | None, known: set[int], attempt: int
+) -> list[str]:
+    """What is wrong with a plan (none for no plan); a rejection is an event."""
+    if plan is None:
+        return []
+    problems = plan_problems(plan, known, session.config.plan.max_tasks)
+    if problems:
         session.events.emit("plan.rejected", {"attempt": attempt, "problems": problems})
-    raise StructuralError(
-        f"planner produced an invalid plan {PLAN_REPAIRS} times; "
+    return problems
+
+
+def _invalid(agent: str, problems: list[str]) -> StructuralError:
+    return StructuralError(
+        f"{agent} produced an invalid plan {PLAN_REPAIRS} times; "
         f"last problems: {'; '.join(problems)}"
     )
 

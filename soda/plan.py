@@ -10,11 +10,21 @@ from __future__ import annotations
 from soda.contracts import IterationPlan, PlanTask
 from soda.errors import StructuralError
 
+DEFAULT_MAX_TASKS = 8
+"""A plan's default size cap ([plan] max_tasks)."""
 
-def plan_problems(plan: IterationPlan, known_task_ids: set[int]) -> list[str]:
-    """Semantic checks the schema cannot express: unique keys, known dependencies,
-    known Trace tasks, no cycles."""
+
+def plan_problems(
+    plan: IterationPlan, known_task_ids: set[int], max_tasks: int = DEFAULT_MAX_TASKS
+) -> list[str]:
+    """Semantic checks the schema cannot express: at most `max_tasks` tasks, unique
+    keys, known dependencies, known Trace tasks, no cycles."""
     problems: list[str] = []
+    if len(plan.tasks) > max_tasks:
+        problems.append(
+            f"plan has {len(plan.tasks)} tasks, more than the limit of {max_tasks} "
+            f"([plan] max_tasks): merge or drop tasks, or leave some for a later iteration"
+        )
     keys = [task.id for task in plan.tasks]
     duplicates = sorted({key for key in keys if keys.count(key) > 1})
     if duplicates:

@@ -53,6 +53,16 @@ def test_plan_problems_names_each_problem() -> None:
     assert any("cycle" in p for p in plan_problems(plan(task("a", "b"), task("b", "a")), set()))
 
 
+def test_plan_problems_caps_the_number_of_tasks() -> None:
+    three = plan(task("a"), task("b"), task("c"))
+    assert plan_problems(three, set(), max_tasks=3) == []
+    assert plan_problems(three, set(), max_tasks=2) == [
+        "plan has 3 tasks, more than the limit of 2 ([plan] max_tasks): "
+        "merge or drop tasks, or leave some for a later iteration"
+    ]
+    assert plan_problems(plan(*(task(str(n)) for n in range(9))), set())  # default 8
+
+
 def test_dependents_of_a_failed_task_are_skipped_unless_another_dependency_finished() -> None:
     ran: list[tuple[str, list[str]]] = []
 
