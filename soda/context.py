@@ -24,7 +24,7 @@ from soda.store.db import now
 if TYPE_CHECKING:
     from soda.contracts import PlanTask
     from soda.gate.runner import TestReport
-    from soda.runtime import CallRecorder
+    from soda.recorder import CallRecorder
     from soda.workspace import Workspace
 
 

@@ -14,10 +14,10 @@ Trace tasks) is `apply_orientation`.
 
 from __future__ import annotations
 
+from soda.agents import load_agent
 from soda.contracts import Assessment, Claims, IterationPlan, Orientation, Planning, Verification
 from soda.errors import InputError, StructuralError
 from soda.plan import plan_problems
-from soda.runtime import load_agent
 from soda.session import Session
 from soda.tools import read_only_tools
 from soda.tools.sandbox import Sandbox

@@ -25,27 +25,20 @@ a HALT; an executor's task ends as given up instead):
 from __future__ import annotations
 
 import json
-import tomllib
 from collections.abc import Callable
 from dataclasses import dataclass, replace
-from functools import cache
-from typing import Any, Literal, Protocol
+from typing import Any, Protocol
 
-from pydantic import BaseModel
-from sqlite_utils import Database
-
+from soda.agents import GIVE_UP, SUBMIT, Agent, render_inputs, terminal_tools
 from soda.config import Config
-from soda.contracts import Contract, load_schema, validate
+from soda.contracts import Contract, validate
 from soda.errors import (
-    BudgetExhausted,
     ContractViolation,
     Interrupted,
     ModelGaveUp,
     PromptTooLong,
-    StructuralError,
     Violation,
 )
-from soda.events import Events
 from soda.llm.base import (
     Message,
     Model,
@@ -57,11 +50,7 @@ from soda.llm.base import (
     raised_limit,
     safe_response,
 )
-from soda.resources import resource_dir
-from soda.store import agent_calls
 
-SUBMIT = "submit"
-GIVE_UP = "cannot_complete"
 CONDENSE_ABOVE = 300
 """Tool results at most this long (characters) stay as they are when a history is
 condensed: their note would be no shorter (a note is one line of under 300)."""
@@ -69,40 +58,6 @@ NO_TOOL_CALL = (
     "You ended your turn without calling a tool. Every turn must be a tool call: "
     "keep working with your tools, or call `submit` with your final answer."
 )
-
-
-@dataclass(frozen=True)
-class Agent:
-    """One agent, as declared by its file in agents/."""
-
-    name: str
-    contract: str
-    tools: Literal["none", "read_only", "worktree"]
-    tier: Literal["strong", "fast"]
-    inputs: tuple[str, ...]
-    system: str
-    can_give_up: bool = False
-
-
-@cache
-def load_agent(name: str) -> Agent:
-    """Read agents/NAME.md: TOML front matter between `+++` lines, then the prompt."""
-    path = resource_dir("agents") / f"{name}.md"
-    try:
-        text = path.read_text(encoding="utf-8")
-        _, header, body = text.split("+++", 2)
-        meta = tomllib.loads(header)
-        return Agent(
-            name=meta["name"],
-            contract=meta["contract"],
-            tools=meta["tools"],
-            tier=meta["tier"],
-            inputs=tuple(meta["inputs"]),
-            system=body.strip(),
-            can_give_up=bool(meta.get("can_give_up", False)),
-        )
-    except (OSError, ValueError, KeyError, tomllib.TOMLDecodeError) as exc:
-        raise StructuralError(f"agent definition {path} is unreadable: {exc}") from exc
 
 
 class Toolset(Protocol):
@@ -127,57 +82,6 @@ class Answer:
     output: Contract | None
     gave_up: str | None
     turns: int
-
-
-def terminal_tools(agent: Agent) -> list[ToolSpec]:
-    schema = {k: v for k, v in load_schema(agent.contract).items() if not k.startswith("$id")}
-    schema.pop("$schema", None)
-    schema.pop("title", None)
-    tools = [
-        ToolSpec(
-            name=SUBMIT,
-            description=(
-                f"Give your final answer ({agent.contract} contract). "
-                "Call this exactly once, when you are done; it ends your turn."
-            ),
-            input_schema=schema,
-        )
-    ]
-    if agent.can_give_up:
-        tools.append(
-            ToolSpec(
-                name=GIVE_UP,
-                description=(
-                    "Stop without finishing: say what blocks you and what would unblock it."
-                ),
-                input_schema={
-                    "type": "object",
-                    "properties": {"reason": {"type": "string"}},
-                    "required": ["reason"],
-                    "additionalProperties": False,
-                },
-            )
-        )
-    return tools
-
-
-def render_inputs(agent: Agent, inputs: dict[str, Any]) -> str:
-    """The first user message: each declared input under its own heading."""
-    missing = [name for name in agent.inputs if name not in inputs]
-    if missing:
-        raise StructuralError(f"agent {agent.name} needs inputs {missing} that were not given")
-    extras = [name for name in inputs if name not in agent.inputs]
-    parts = []
-    # Declared inputs first and in their order (a stable, cacheable prefix), then
-    # anything situational such as feedback on a rejected plan.
-    for name in (*agent.inputs, *extras):
-        value = inputs[name]
-        if isinstance(value, BaseModel):
-            value = value.model_dump(mode="json")
-        if not isinstance(value, str):
-            value = json.dumps(value, indent=2, ensure_ascii=False)
-        parts.append(f"## {name.replace('_', ' ').title()}\n\n{value.strip()}")
-    return "\n\n".join(parts) + "\n\nWork with your tools, then call `submit`."
 
 
 @dataclass
@@ -430,59 +334,3 @@ def history_size(messages: list[Message]) -> int:
         + sum(len(result.content) for result in m.tool_results)
         for m in messages
     )
-
-
-class CallRecorder:
-    """Stores every model call in agent_calls, keeps the iteration's totals, and
-    stops the run (BudgetExhausted) once a [budget] limit is passed."""
-
-    def __init__(self, db: Database, config: Config, provider: str, events: Events) -> None:
-        self.db = db
-        self.config = config
-        self.provider = provider
-        self.events = events
-        self.run_id: int | None = None
-        self.iteration_id: int | None = None
-        self.reset()
-
-    def reset(self) -> None:
-        self.tokens_in = 0
-        self.tokens_out = 0
-        self.cost_usd = 0.0
-
-    def __call__(self, agent: str, response: ModelResponse, turn: int) -> None:
-        # A lone surrogate in the raw answer could be neither JSON-encoded as UTF-8
-        # nor stored by SQLite: it becomes U+FFFD on the way in.
-        response = safe_response(response)
-        usage = response.usage
-        cost = usage.cost(self.config.model.prices.get(response.model))
-        agent_calls.record(
-            self.db, self.run_id, self.iteration_id, agent, self.provider, turn, response, cost
-        )
-        self.tokens_in += usage.input_tokens + usage.cache_creation_tokens + usage.cache_read_tokens
-        self.tokens_out += usage.output_tokens
-        self.cost_usd += cost
-        self._check_budget()
-
-    def note(self, agent: str, failure: str, data: dict[str, Any]) -> None:
-        """A soft failure handed back to the model: an `agent.soft_failure` event."""
-        self.events.emit("agent.soft_failure", {"agent": agent, "failure": failure, **data})
-
-    def run_cost(self) -> float:
-        return agent_calls.run_cost(self.db, self.run_id)
-
-    def _check_budget(self) -> None:
-        budget = self.config.budget
-        spent = self.run_cost()
-        if spent > budget.max_cost_usd:
-            raise BudgetExhausted(
-                f"budget exhausted: spent ${spent:.4f} of max_cost_usd ${budget.max_cost_usd:.4f} "
-                "([budget] in soda.toml); raise it to continue"
-            )
-        tokens = self.tokens_in + self.tokens_out
-        if tokens > budget.max_tokens_per_iteration:
-            raise BudgetExhausted(
-                f"budget exhausted: this iteration used {tokens:,} tokens, over "
-                f"max_tokens_per_iteration {budget.max_tokens_per_iteration:,} "
-                "([budget] in soda.toml)"
-            )

@@ -30,8 +30,9 @@ from soda.llm.base import Model
 from soda.lock import acquire_lock
 from soda.milestone import milestone_branch, milestone_name
 from soda.ports import Clock
+from soda.recorder import CallRecorder
 from soda.recovery import recover
-from soda.runtime import AgentRunner, CallRecorder
+from soda.runtime import AgentRunner
 from soda.store import learnings, open_db, runs
 from soda.trace import SqliteTracker
 

@@ -21,15 +21,8 @@ import pytest
 from git import Repo
 
 from soda.config import Config, DaemonConfig, load
-from soda.daemon import (
-    LOG_NAME,
-    Daemon,
-    in_window,
-    keep_watching,
-    notify,
-    parse_windows,
-    rotate_log,
-)
+from soda.daemon import LOG_NAME, Daemon
+from soda.daemon_parts import in_window, keep_watching, notify, parse_windows, rotate_log
 from soda.demo import prepare
 from soda.errors import ConfigError, UserError
 from soda.events import Events

@@ -7,12 +7,14 @@ from typing import Any
 
 import pytest
 
+from soda.agents import load_agent, render_inputs
 from soda.config import BudgetConfig, Config, ModelConfig, Price
 from soda.contracts import Assessment
 from soda.errors import BudgetExhausted, ContractViolation, InputError, ScriptError
 from soda.events import Events
 from soda.llm.scripted import ScriptedModel
-from soda.runtime import AgentRunner, CallRecorder, load_agent, render_inputs
+from soda.recorder import CallRecorder
+from soda.runtime import AgentRunner
 from soda.store import open_db
 
 ASSESSMENT = {

@@ -17,6 +17,7 @@ from typing import Any
 
 import pytest
 
+from soda.agents import load_agent
 from soda.config import Config, ModelConfig, load
 from soda.contracts import Assessment
 from soda.demo import prepare
@@ -26,7 +27,8 @@ from soda.llm.anthropic import AnthropicModel
 from soda.llm.base import ToolSpec, raised_limit
 from soda.llm.scripted import ScriptedModel
 from soda.loop import Ending, run_loop
-from soda.runtime import AgentRunner, CallRecorder, load_agent
+from soda.recorder import CallRecorder
+from soda.runtime import AgentRunner
 from soda.session import Session
 from soda.store import open_db
 from tests.fakeapi import (

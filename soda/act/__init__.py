@@ -18,6 +18,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from soda.act.execute import ExecutionReport, TaskOutcome, execute_plan
+from soda.agents import load_agent
 from soda.context import Iteration, TaskScope
 from soda.contracts import ExecuteResult, IterationPlan
 from soda.errors import GitError, InputError, StructuralError
@@ -25,7 +26,6 @@ from soda.gate import milestone_tests, tested
 from soda.gate.rules import GateResult, gate, infrastructure_changes
 from soda.gate.runner import TestReport, report_kind
 from soda.human.approval import Verdict, await_approval, needs_approval
-from soda.runtime import load_agent
 from soda.session import Session
 from soda.store import learnings
 from soda.tools import worktree_tools

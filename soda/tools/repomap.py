@@ -48,7 +48,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from soda.llm.base import ToolSpec
-from soda.tools.files import git_listing, open_regular, vetted, walk
+from soda.tools.files import open_regular
+from soda.tools.listing import git_listing, vetted, walk
 from soda.tools.sandbox import Sandbox, ToolError
 from soda.tools.toolbox import Tool, object_schema
 
