@@ -288,16 +288,7 @@ def recent_attempts(db: Database, run_id: int, before: int, window: int) -> list
     The window is picked walking the run's index backwards (ids grow with numbers), so
     the cost does not grow with the run's age; the JSON records are read only for
     these rows, and only for outcomes that can count toward a loop."""
-    counted = ", ".join(f"'{outcome}'" for outcome in LOOP_OUTCOMES)
-    rows = db.execute(
-        "SELECT number, intent, outcome,"
-        f" CASE WHEN outcome IN ({counted}) THEN act_json END,"
-        f" CASE WHEN outcome IN ({counted}) THEN orient_json END"
-        " FROM iterations WHERE id IN (SELECT id FROM iterations"
-        "  WHERE run_id = ? AND number < ? ORDER BY id DESC LIMIT ?)"
-        " ORDER BY number DESC",
-        [run_id, before, window],
-    ).fetchall()
+    rows = runs.window_records(db, run_id, before, window, LOOP_OUTCOMES)
     attempts = []
     for number, intent, outcome, act_json, orient_json in rows:
         if not intent:

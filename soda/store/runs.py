@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from typing import Any
 
 from pydantic import BaseModel
@@ -132,3 +133,23 @@ def iteration_on_branch(
         " WHERE i.number = ? AND r.milestone_branch = ?",
         [number, branch],
     ).fetchone()
+
+
+def window_records(
+    db: Database, run_id: int, before: int, window: int, outcomes: Iterable[str]
+) -> list[tuple[int, str | None, str | None, str | None, str | None]]:
+    """number, intent, outcome, act_json and orient_json of run `run_id`'s last
+    `window` iterations numbered below `before`, newest first. The JSON records
+    are read only for `outcomes`; the window is picked walking the run's index
+    backwards, so the cost does not grow with the run's age."""
+    wanted = list(outcomes)
+    marks = ", ".join("?" for _ in wanted) or "NULL"
+    return db.execute(
+        "SELECT number, intent, outcome,"
+        f" CASE WHEN outcome IN ({marks}) THEN act_json END,"
+        f" CASE WHEN outcome IN ({marks}) THEN orient_json END"
+        " FROM iterations WHERE id IN (SELECT id FROM iterations"
+        "  WHERE run_id = ? AND number < ? ORDER BY id DESC LIMIT ?)"
+        " ORDER BY number DESC",
+        [*wanted, *wanted, run_id, before, window],
+    ).fetchall()
