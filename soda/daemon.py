@@ -39,6 +39,7 @@ from soda.daemon_parts import (
 )
 from soda.errors import SodaError, UserError
 from soda.events import Events
+from soda.jail import Jail
 from soda.lock import release_lock, running_pid
 from soda.loop import Ending, run_iteration
 from soda.recovery import pid_alive
@@ -238,6 +239,7 @@ class Daemon:
         session.config = config
         session.runner.config = config
         session.recorder.config = config
+        session.jail = Jail.for_config(config, Path(session.repo.git_dir))  # [sandbox] changes
         session.events.emit("config.reloaded", {})
         self.say("SIGHUP: soda.toml reloaded")
 
