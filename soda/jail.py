@@ -26,6 +26,7 @@ from __future__ import annotations
 import contextlib
 import functools
 import os
+import re
 import shlex
 import shutil
 import subprocess
@@ -41,6 +42,9 @@ from soda.proc import CommandResult, run, scrubbed_env
 
 JAIL_GIT = Path("/tmp/.soda-git")
 """Where the repository's common git directory appears inside the jail."""
+
+_URL_CREDENTIALS = re.compile(r"([A-Za-z][A-Za-z0-9+.-]*://)[^/@\s]+@")
+"""The user-info part of a URL (`user:token@`), which is where tokens hide."""
 
 _ALLOWED_ENV = ("PATH", "LANG", "LANGUAGE", "TERM", "TZ", "USER", "LOGNAME")
 
@@ -255,14 +259,18 @@ class Jail:
             return ["--ro-bind", str(dot_git), f"{root}/.git"]
         pointer = runtime / "dot-git"
         pointer.write_text(f"gitdir: {JAIL_GIT / real.relative_to(self.git_dir)}\n")
-        return [
-            "--ro-bind",
-            str(self.git_dir),
-            str(JAIL_GIT),
-            "--ro-bind",
-            str(pointer),
-            f"{root}/.git",
-        ]
+        binds = ["--ro-bind", str(self.git_dir), str(JAIL_GIT)]
+        binds += ["--ro-bind", str(pointer), f"{root}/.git"]
+        # Remote URLs may carry a token (https://user:token@host/...): the jail's
+        # git sees the repository's config and FETCH_HEAD with it removed.
+        for name in ("config", "FETCH_HEAD"):
+            source = self.git_dir / name
+            if source.is_file():
+                masked = runtime / f"git-{name}"
+                text = source.read_text(encoding="utf-8", errors="replace")
+                masked.write_text(_URL_CREDENTIALS.sub(r"\1", text), encoding="utf-8")
+                binds += ["--ro-bind", str(masked), str(JAIL_GIT / name)]
+        return binds
 
 
 def _interpreters(test_command: str, root: Path, bind_ignored: Sequence[str]) -> list[Path]:

@@ -104,6 +104,22 @@ def test_git_reads_work_and_writes_fail(setup: Setup) -> None:
     assert "planted" not in git(setup.root, "branch", "--list")
 
 
+def test_a_token_in_a_remote_url_does_not_reach_the_jail(setup: Setup) -> None:
+    url = "https://soda-user:ghp_SECRETTOKEN@example.invalid/project.git"
+    git(setup.root, "remote", "add", "origin", url)
+    fetch_head = setup.root / ".git" / "FETCH_HEAD"
+    fetch_head.write_text(f"0000\t\tbranch 'main' of {url}\n")
+    code, output = run(
+        setup.jail(),
+        setup,
+        f"git remote -v; cat {JAIL_GIT}/config {JAIL_GIT}/FETCH_HEAD; git log --oneline -1",
+    )
+    assert code == 0, output
+    assert "SECRETTOKEN" not in output
+    assert "https://example.invalid/project.git" in output  # the remote itself stays
+    assert "ghp_SECRETTOKEN" in (setup.root / ".git" / "config").read_text()  # untouched
+
+
 def test_the_ignored_venv_is_visible_read_only(setup: Setup) -> None:
     jail = setup.jail()
     _, output = run(
