@@ -42,16 +42,9 @@ def orient(session: Session, claims: Claims, number: int) -> Orientation:
 
 
 def _single(session: Session, inputs: dict, tools: object, known: set[int]) -> Orientation:
-    orienter = load_agent("orienter")
-    problems: list[str] = []
-    for attempt in range(1, PLAN_REPAIRS + 1):
-        answer = session.runner.run(orienter, _with_problems(inputs, problems), tools)  # type: ignore[arg-type]
-        orientation = answer.output
-        assert isinstance(orientation, Orientation)
-        problems = _problems(session, orientation.iteration_plan, known, attempt)
-        if not problems:
-            return orientation
-    raise _invalid("orienter", problems)
+    orientation = _until_valid(session, "orienter", inputs, tools, known)
+    assert isinstance(orientation, Orientation)
+    return orientation
 
 
 def _split(session: Session, inputs: dict, tools: object, known: set[int]) -> Orientation:
@@ -86,16 +79,25 @@ def _split(session: Session, inputs: dict, tools: object, known: set[int]) -> Or
 
 
 def _plan(session: Session, inputs: dict, tools: object, known: set[int]) -> Planning:
-    planner = load_agent("planner")
+    planning = _until_valid(session, "planner", inputs, tools, known)
+    assert isinstance(planning, Planning)
+    return planning
+
+
+def _until_valid(
+    session: Session, name: str, inputs: dict, tools: object, known: set[int]
+) -> Orientation | Planning:
+    """Run the agent that plans until its plan passes the semantic checks: the
+    problems go back to it, at most PLAN_REPAIRS times in all, then HALT."""
+    agent = load_agent(name)
     problems: list[str] = []
     for attempt in range(1, PLAN_REPAIRS + 1):
-        answer = session.runner.run(planner, _with_problems(inputs, problems), tools)  # type: ignore[arg-type]
-        planning = answer.output
-        assert isinstance(planning, Planning)
-        problems = _problems(session, planning.iteration_plan, known, attempt)
+        answer = session.runner.run(agent, _with_problems(inputs, problems), tools).output  # type: ignore[arg-type]
+        assert isinstance(answer, Orientation | Planning)
+        problems = _problems(session, answer.iteration_plan, known, attempt)
         if not problems:
-            return planning
-    raise _invalid("planner", problems)
+            return answer
+    raise _invalid(name, problems)
 
 
 def _with_problems(inputs: dict, problems: list[str]) -> dict:
