@@ -12,8 +12,8 @@ pool and is shown apart; the goal is a median iteration <= 1.2x the floor.
 
     python bench/iteration_overhead.py [REPO] [-n 5] [--sandbox bwrap|none] [--calls]
 
-REPO is a git repository, bare or not (default: the sympy mirror that the
-`fetch` tool places at /work/.mirror/sympy+sympy/repo).
+REPO is a git repository, bare or not, e.g. a clone of github.com/sympy/sympy
+(default: the SODA_BENCH_REPO environment variable).
 """
 
 from __future__ import annotations
@@ -44,7 +44,7 @@ from soda.init import init_project
 from soda.loop import Ending, run_iteration
 from soda.session import Session
 
-DEFAULT_REPO = Path("/work/.mirror/sympy+sympy/repo")
+DEFAULT_REPO = Path(os.environ.get("SODA_BENCH_REPO", "sympy"))
 BENCH_FILE = "SODA_BENCH.txt"
 SCRIPT = "state/bench-script.json"
 GOAL = 1.2

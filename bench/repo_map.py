@@ -16,13 +16,14 @@ each file mentioning the common identifier), and prints:
 
     python bench/repo_map.py [REPO] [--generated 20000] [--runs 3]
 
-REPO is a git repository, bare or not (default: the sympy mirror that the
-`fetch` tool places at /work/.mirror/sympy+sympy/repo).
+REPO is a git repository, bare or not, e.g. a clone of github.com/sympy/sympy
+(default: the SODA_BENCH_REPO environment variable).
 """
 
 from __future__ import annotations
 
 import argparse
+import os
 import statistics
 import subprocess
 import sys
@@ -38,7 +39,7 @@ from soda.tools import Sandbox, read_only_tools
 from soda.tools import files as file_tools
 from soda.tools.repomap import CHARS_PER_TOKEN, SymbolCache, repo_map
 
-DEFAULT_REPO = Path("/work/.mirror/sympy+sympy/repo")
+DEFAULT_REPO = Path(os.environ.get("SODA_BENCH_REPO", "sympy"))
 IGNORED_DIR = "build/lib/generated"
 COMMON = "Symbol"
 RARE = r"def igcdex\b"
@@ -80,7 +81,7 @@ def main() -> int:
     parser.add_argument("--runs", type=int, default=3, help="runs per search (median shown)")
     args = parser.parse_args()
     if not args.repo.exists():
-        print(f"{args.repo} does not exist (fetch github:sympy/sympy first)", file=sys.stderr)
+        print(f"{args.repo} does not exist: pass a clone of a large repository, e.g. github.com/sympy/sympy (or set SODA_BENCH_REPO)", file=sys.stderr)
         return 2
     with tempfile.TemporaryDirectory(prefix="soda-bench-map-") as tmp:
         root = Path(tmp) / "repo"
