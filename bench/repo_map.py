@@ -81,7 +81,11 @@ def main() -> int:
     parser.add_argument("--runs", type=int, default=3, help="runs per search (median shown)")
     args = parser.parse_args()
     if not args.repo.exists():
-        print(f"{args.repo} does not exist: pass a clone of a large repository, e.g. github.com/sympy/sympy (or set SODA_BENCH_REPO)", file=sys.stderr)
+        print(
+            f"{args.repo} does not exist: pass a clone of a large repository, "
+            "e.g. github.com/sympy/sympy (or set SODA_BENCH_REPO)",
+            file=sys.stderr,
+        )
         return 2
     with tempfile.TemporaryDirectory(prefix="soda-bench-map-") as tmp:
         root = Path(tmp) / "repo"
