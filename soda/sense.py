@@ -28,6 +28,7 @@ from soda.contracts import (
     TaskBrief,
     WorkClaims,
 )
+from soda.human.write import describe
 from soda.store import agent_calls, human_inputs, learnings, runs
 from soda.trace import SqliteTracker, Task
 from soda.workspace import branch_head
@@ -381,9 +382,3 @@ def human_claims(db: Database) -> HumanClaims:
     ]
     last = human_inputs.latest_kind(db, ("pause", "resume"))
     return HumanClaims(pending=pending, paused=last == "pause")
-
-
-def describe(item: HumanInput) -> str:
-    from soda.human.write import describe as inbox_describe
-
-    return inbox_describe(item)
