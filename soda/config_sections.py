@@ -1,0 +1,196 @@
+"""The sections of `soda.toml`: one pydantic model per `[section]`, every field
+documented (`soda init` writes the commented file from these docstrings).
+
+`soda.config` assembles them into `Config` and loads the file.
+"""
+
+from __future__ import annotations
+
+from typing import Literal
+
+from pydantic import BaseModel, ConfigDict, Field, model_validator
+
+Risk = Literal["none", "low", "medium", "high", "critical"]
+RISK_LEVELS: tuple[str, ...] = ("none", "low", "medium", "high", "critical")
+
+DEFAULT_REPO_MAP_TOKENS = 2000
+"""The repository map's default size, in tokens ([context] repo_map_tokens)."""
+
+
+class Section(BaseModel):
+    model_config = ConfigDict(extra="forbid", use_attribute_docstrings=True)
+
+
+class ProjectConfig(Section):
+    spec: str = "specs/SPEC.md"
+    """Path of the spec soda works toward, relative to soda.toml."""
+    base_branch: str = "main"
+    """Branch the milestone branch starts from; soda never commits to it directly."""
+    test_command: str = "python -m pytest -q"
+    """Shell command that runs the project's tests; its result gates every merge."""
+    state_dir: str = "state"
+    """Directory for soda's database, worktrees, inbox and logs, relative to soda.toml."""
+
+
+class Price(Section):
+    input: float = Field(ge=0, le=10_000, allow_inf_nan=False)
+    """USD per million input tokens (0-10000)."""
+    output: float = Field(ge=0, le=10_000, allow_inf_nan=False)
+    """USD per million output tokens (0-10000)."""
+    cache_write: float = Field(0.0, ge=0, le=10_000, allow_inf_nan=False)
+    """USD per million tokens written to the prompt cache (0-10000)."""
+    cache_read: float = Field(0.0, ge=0, le=10_000, allow_inf_nan=False)
+    """USD per million tokens read from the prompt cache (0-10000)."""
+
+
+def _default_prices() -> dict[str, Price]:
+    return {
+        "claude-sonnet-4-6": Price(input=3.0, output=15.0, cache_write=3.75, cache_read=0.30),
+        "claude-haiku-4-5": Price(input=1.0, output=5.0, cache_write=1.25, cache_read=0.10),
+        "claude-opus-4-7": Price(input=5.0, output=25.0, cache_write=6.25, cache_read=0.50),
+    }
+
+
+class ModelConfig(Section):
+    provider: Literal["anthropic", "openai", "scripted"] = "anthropic"
+    """Which model provider answers: the Anthropic API, an OpenAI-compatible
+    endpoint (Ollama, vLLM, llama.cpp server), or a scripted replay for tests and
+    the offline demo."""
+    strong: str = "claude-sonnet-4-6"
+    """Model id for the strong tier (planning, execution)."""
+    fast: str = "claude-haiku-4-5"
+    """Model id for the fast tier (verification and other cheap checks)."""
+    base_url: str | None = None
+    """Override the provider's API address (for Anthropic ANTHROPIC_BASE_URL also works)."""
+    api_key_env: str = "ANTHROPIC_API_KEY"
+    """Name of the environment variable holding the API key."""
+    script: str | None = None
+    """For provider = "scripted": the JSON script of responses to replay."""
+    connect_timeout: float = Field(10.0, ge=0.1, le=600, allow_inf_nan=False)
+    """Seconds to wait for a connection to the provider (0.1-600)."""
+    read_timeout: float = Field(120.0, ge=0.1, le=3600, allow_inf_nan=False)
+    """Seconds to wait for a response once connected (0.1-3600)."""
+    max_retries: int = Field(4, ge=0, le=20)
+    """Retries of one request after a transient failure (timeout, 429, 5xx) (0-20)."""
+    max_retry_wait: float = Field(120.0, ge=0, le=3600, allow_inf_nan=False)
+    """Total seconds one request may spend waiting between retries (0-3600)."""
+    max_tokens: int = Field(8192, ge=1, le=200_000)
+    """Output token limit for one model response (1-200000)."""
+    max_turns: int = Field(40, ge=1, le=1000)
+    """Tool-loop turns an agent may take before it must have answered (1-1000)."""
+    prices: dict[str, Price] = Field(default_factory=_default_prices)
+    """Price per model id, in USD per million tokens; unknown models cost 0."""
+
+
+class LoopConfig(Section):
+    max_iterations: int = Field(20, ge=1, le=10_000)
+    """Iterations in one run before soda stops as STUCK (1-10000)."""
+    loop_window: int = Field(5, ge=2, le=50)
+    """How many recent iterations loop detection looks at (2-50)."""
+    loop_threshold: int = Field(3, ge=2, le=50)
+    """Similar attempts in the window (alike intent, same failed outcome, same tasks or
+    failing tests) that make ORIENT hear "you have tried this N times" (2-50)."""
+    intent_similarity: float = Field(0.6, gt=0, le=1, allow_inf_nan=False)
+    """How alike two intents must be to count as the same attempt: the share of
+    normalized words they have in common (Jaccard, above 0 up to 1; 1 = same words)."""
+    warned_repeats: int = Field(1, ge=0, le=10)
+    """Similar attempts after the warning before the run stops as STUCK (0-10; 0
+    stops at once). loop_threshold + warned_repeats must fit in loop_window."""
+    orient_pattern: Literal["split", "single"] = "split"
+    """ORIENT as three fresh agents (split) or one agent walked through three steps (single)."""
+
+    @model_validator(mode="after")
+    def _repeats_fit_the_window(self) -> LoopConfig:
+        if self.loop_threshold + self.warned_repeats > self.loop_window:
+            raise ValueError(
+                f"loop_threshold ({self.loop_threshold}) + warned_repeats "
+                f"({self.warned_repeats}) must not exceed loop_window ({self.loop_window})"
+            )
+        return self
+
+
+class BudgetConfig(Section):
+    max_cost_usd: float = Field(10.0, ge=0, le=10_000, allow_inf_nan=False)
+    """Spend limit for one run, in USD; reaching it stops the run as STUCK (0-10000)."""
+    max_tokens_per_iteration: int = Field(2_000_000, ge=1, le=100_000_000)
+    """Token limit (input + output) for one iteration (1-100000000)."""
+
+
+class ActConfig(Section):
+    on_done: Literal["leave", "merge"] = "leave"
+    """At DONE: leave the milestone branch for a person to review, or merge it into
+    the base branch."""
+    command_timeout: float = Field(600.0, ge=1, le=86_400, allow_inf_nan=False)
+    """Seconds any command run by soda or its executor may take (tests included)
+    (1-86400, a day)."""
+    max_parallel_tasks: int = Field(1, ge=1, le=1)
+    """Tasks of one plan batch that may run at the same time. Only 1 is supported
+    so far: the tasks of a batch run one after another in one worktree."""
+    output_limit: int = Field(20_000, ge=100, le=1_000_000)
+    """Characters of command output kept (head and tail) when shown to an agent
+    (100-1000000)."""
+
+
+class PlanConfig(Section):
+    max_tasks: int = Field(8, ge=1, le=50)
+    """Most tasks one iteration plan may have; a larger plan goes back to the planner
+    with the problem (1-50)."""
+
+
+class ApprovalConfig(Section):
+    risk_threshold: Risk = "high"
+    """Plans with a task at or above this risk wait for `soda approve`."""
+    timeout: float = Field(3600.0, gt=0, le=2_592_000, allow_inf_nan=False)
+    """Seconds a plan waits for approval before it is rejected (above 0, up to
+    2592000: 30 days)."""
+
+
+class SandboxConfig(Section):
+    mode: Literal["bwrap", "none"] = "bwrap"
+    """How agent commands and test runs are confined: "bwrap" (a bubblewrap jail:
+    read-only system, the worktree at the repository's path, no home, no network,
+    no credentials, its own process tree) or "none" (plain subprocesses; only for
+    machines where the jail cannot be made, and it gives all of that up)."""
+    network: bool = False
+    """Let jailed commands reach the network (e.g. to install dependencies)."""
+    expose: list[str] = Field(default_factory=list)
+    """Extra paths bound read-only into the jail, e.g. a toolchain under your home
+    (the home itself is replaced by an empty directory)."""
+    env_passthrough: list[str] = Field(default_factory=list)
+    """Environment variables passed into the jail besides PATH, locale and TERM.
+    Never list a credential: the agent can read everything in its environment."""
+    bind_ignored: list[str] = Field(
+        default_factory=lambda: [".venv", "venv", ".tox", ".nox", "node_modules"]
+    )
+    """Ignored directories of your checkout (environments the tests need) bound
+    read-only beside the worktree, so editable installs resolve to the worktree."""
+
+
+class GateConfig(Section):
+    junit: str | None = None
+    """For a test command that is not pytest: where it writes a JUnit XML report,
+    relative to the repository (jest-junit, gotestsum, cargo-nextest and surefire
+    can). Unset and not pytest: the gate has only the exit code (weak)."""
+    protected: list[str] = Field(default_factory=lambda: ["soda.toml"])
+    """Files (glob patterns, relative to the repository) whose change is never
+    merged on the gate's word: such changes wait for `soda approve`. conftest.py
+    and pytest/tox configuration are always protected."""
+
+
+class ContextConfig(Section):
+    repo_map_tokens: int = Field(DEFAULT_REPO_MAP_TOKENS, ge=200, le=50_000)
+    """Size, in tokens (about 4 characters each), of the repository map the repo_map
+    tool gives agents: files with their top-level symbols, most relevant first
+    (200-50000)."""
+
+
+class DaemonConfig(Section):
+    tick_seconds: float = Field(5.0, ge=0.05, le=3600, allow_inf_nan=False)
+    """How often, in seconds, the daemon checks for work when nothing wakes it sooner
+    (0.05-3600)."""
+    windows: list[str] = Field(default_factory=list)
+    """Cron expressions (5 fields) for when the daemon may work, e.g. "* 22-23,0-6 * * *".
+    Empty means always."""
+    notify_command: str | None = None
+    """Shell command run on DONE, STUCK and HALT, with SODA_EVENT, SODA_ITERATION and
+    SODA_REASON in its environment."""
