@@ -7,6 +7,7 @@ model; every tool call it makes is real); `soda demo` then runs the loop until D
 
 from __future__ import annotations
 
+import importlib.util
 import shlex
 import shutil
 import sys
@@ -27,6 +28,11 @@ SCRIPT_PATH = "state/demo-script.json"
 def prepare(directory: Path) -> Path:
     """Create the sample project in `directory` (new or empty) as a git repository
     with soda set up on the scripted provider; return the config path."""
+    if importlib.util.find_spec("pytest") is None:
+        raise InputError(
+            "soda demo runs the sample project's tests with pytest, which is not installed"
+            " next to soda: pip install 'soda-daemon[demo]' (or pip install pytest)"
+        )
     if directory.exists() and any(directory.iterdir()):
         raise InputError(f"{directory} is not empty; give soda demo a new or empty directory")
     directory.mkdir(parents=True, exist_ok=True)

@@ -23,7 +23,7 @@ def wheel(tmp_path_factory: pytest.TempPathFactory) -> Path:
         capture_output=True,
         timeout=300,
     )
-    (built,) = out.glob("soda-*.whl")
+    (built,) = out.glob("soda_daemon-*.whl")
     return built
 
 
@@ -34,6 +34,20 @@ def test_wheel_contains_agents_and_schemas(wheel: Path) -> None:
     for agent in (ROOT / "agents").rglob("*"):
         if agent.is_file() and "__pycache__" not in agent.parts:
             assert f"soda/_bundled/agents/{agent.relative_to(ROOT / 'agents')}" in names
+
+
+def test_distribution_is_soda_daemon_and_pytest_only_an_extra(wheel: Path) -> None:
+    """`soda` on the package index is another project: the distribution is
+    soda-daemon (the command stays `soda`), and pytest is needed only by the demo."""
+    archive = zipfile.ZipFile(wheel)
+    (metadata,) = [n for n in archive.namelist() if n.endswith(".dist-info/METADATA")]
+    headers = archive.read(metadata).decode().split("\n\n", 1)[0].splitlines()
+    assert "Name: soda-daemon" in headers
+    requires = [h.removeprefix("Requires-Dist: ") for h in headers if h.startswith("Requires-Dist:")]
+    pytest_requires = [r for r in requires if r.startswith("pytest")]
+    assert pytest_requires and all("extra ==" in r for r in pytest_requires), requires
+    (entry_points,) = [n for n in archive.namelist() if n.endswith("entry_points.txt")]
+    assert "soda = soda.cli:main" in archive.read(entry_points).decode()
 
 
 @pytest.mark.slow
