@@ -227,6 +227,7 @@ def run(
 
     Example: soda run --once --json
     """
+    from soda.progress import show_progress
     from soda.session import Session
 
     project = _project(ctx)
@@ -234,7 +235,8 @@ def run(
     session = Session.open(project.config)
     if max_iterations is not None:
         session.max_iterations = max_iterations
-    result, merged = drive(session, say, once=once)
+    with show_progress(session.events, err if as_json else out):
+        result, merged = drive(session, say, once=once)
     say(ending_line(result, session.milestone.branch, merged))
     if as_json:
         summary = {
@@ -262,10 +264,12 @@ def demo(
     Example: soda demo --dir /tmp/soda-demo
     """
     from soda.demo import NO_COST_NOTE, start_demo
+    from soda.progress import show_progress
     from soda.report import history_table
 
     target, session = start_demo(directory, _say)
-    result, merged = drive(session, _say)
+    with show_progress(session.events, out):
+        result, merged = drive(session, _say)
     out.print(history_table(session.db))
     for line in NO_COST_NOTE:
         _say(line)
@@ -335,7 +339,9 @@ def main() -> None:
 
 
 # The daemon commands (start, stop, status) live in soda.cli_daemon and the queue
-# commands (tell, approve, reject, pause, resume, cancel) in soda.cli_queue;
+# commands (tell, approve, reject, pause, resume, cancel) in soda.cli_queue, the
+# views (events, cost) in soda.cli_view;
 # importing them here, last, registers them on `app` in this order.
 from soda import cli_daemon as _cli_daemon  # noqa: E402, F401
 from soda import cli_queue as _cli_queue  # noqa: E402, F401
+from soda import cli_view as _cli_view  # noqa: E402, F401

@@ -1,9 +1,12 @@
 """The one place that writes events: a row in the `events` table and a JSON line
-in `state/logs/events.jsonl`, so both SQL and `tail -f` can follow soda."""
+in `state/logs/events.jsonl`, so both SQL and `tail -f` can follow soda; and,
+in the same process, the listeners that follow them live (`soda run`'s progress)."""
 
 from __future__ import annotations
 
 import json
+import sys
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -11,6 +14,9 @@ from sqlite_utils import Database
 
 from soda.store import events as event_rows
 from soda.store.db import dumps, now
+
+Listener = Callable[[str, dict[str, Any]], None]
+"""Called with an event's kind and data right after it is stored."""
 
 
 class Events:
@@ -22,6 +28,13 @@ class Events:
         self.log_path = log_path
         self.run_id: int | None = None
         self.iteration_id: int | None = None
+        self._listeners: list[Listener] = []
+
+    def subscribe(self, listener: Listener) -> Callable[[], None]:
+        """Call `listener` after every event this object emits; returns the
+        function that unsubscribes it."""
+        self._listeners.append(listener)
+        return lambda: self._remove(listener)
 
     def emit(self, kind: str, data: dict[str, Any] | None = None) -> None:
         payload = data or {}
@@ -39,3 +52,13 @@ class Events:
             line = json.dumps({**record, "data": payload}, default=str)
             with self.log_path.open("a", encoding="utf-8") as fh:
                 fh.write(line + "\n")
+        for listener in list(self._listeners):
+            try:
+                listener(kind, payload)
+            except Exception as exc:  # a display must never stop the loop
+                self._remove(listener)
+                print(f"soda: live view stopped: {type(exc).__name__}: {exc}", file=sys.stderr)
+
+    def _remove(self, listener: Listener) -> None:
+        if listener in self._listeners:
+            self._listeners.remove(listener)

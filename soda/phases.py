@@ -28,6 +28,7 @@ Printer = Callable[[str], None]
 def sense_phase(session: Session, it: Iteration, say: Printer) -> Claims:
     """Take in the person's files, apply what needs no judgment, gather the claims,
     and claim the inputs ORIENT will read."""
+    session.events.emit("sense.start", {"number": it.number})
     human = session.human
     human.ingest()
     for line in human.apply_at_sense(
@@ -60,6 +61,7 @@ def sense_phase(session: Session, it: Iteration, say: Printer) -> Claims:
 def orient_phase(session: Session, it: Iteration, claims: Claims) -> Orientation:
     """The agents' reading, written to Trace and learnings; the human inputs they
     read are marked applied."""
+    session.events.emit("orient.start", {"number": it.number})
     orientation = orient(session, claims, it.number)
     orientation = apply_orientation(session, orientation, it.id)
     ids = [item.id for item in claims.human.pending]
@@ -88,6 +90,7 @@ def decide_phase(
     )
     if decision.kind is Kind.DONE:
         decision = confirm_phase(session, decision, say)
+    session.events.emit("decide.done", {"decision": decision.kind.name, "reason": decision.reason})
     say(f"decide: {decision.kind.name} - {decision.reason}")
     return decision
 

@@ -44,11 +44,28 @@ class CallRecorder:
         self.tokens_in += usage.input_tokens + usage.cache_creation_tokens + usage.cache_read_tokens
         self.tokens_out += usage.output_tokens
         self.cost_usd += cost
+        self.events.emit(
+            "agent.turn",
+            {
+                "agent": agent,
+                "turn": turn,
+                "model": response.model,
+                "tokens_in": usage.input_tokens
+                + usage.cache_creation_tokens
+                + usage.cache_read_tokens,
+                "tokens_out": usage.output_tokens,
+                "cost_usd": cost,
+            },
+        )
         self._check_budget()
 
     def note(self, agent: str, failure: str, data: dict[str, Any]) -> None:
         """A soft failure handed back to the model: an `agent.soft_failure` event."""
         self.events.emit("agent.soft_failure", {"agent": agent, "failure": failure, **data})
+
+    def event(self, kind: str, data: dict[str, Any]) -> None:
+        """An agent run's own event (`agent.start`, `agent.end`), for the live view."""
+        self.events.emit(kind, data)
 
     def run_cost(self) -> float:
         return agent_calls.run_cost(self.db, self.run_id)

@@ -29,7 +29,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, replace
 from typing import Any, Protocol
 
-from soda.agents import GIVE_UP, SUBMIT, Agent, render_inputs, terminal_tools
+from soda.agents import GIVE_UP, SUBMIT, Agent, first_message, terminal_tools
 from soda.config import Config
 from soda.contracts import Contract, validate
 from soda.errors import (
@@ -74,6 +74,9 @@ class Recorder(Protocol):
     def note(self, agent: str, failure: str, data: dict[str, Any]) -> None:
         """A soft failure handed back to the model (see the module docstring)."""
 
+    def event(self, kind: str, data: dict[str, Any]) -> None:
+        """An agent run starts or ends (`agent.start`, `agent.end`): the live view."""
+
 
 @dataclass
 class Answer:
@@ -114,15 +117,28 @@ class AgentRunner:
             agent=agent,
             model=self.config.model.strong if agent.tier == "strong" else self.config.model.fast,
             tools=(toolbox.specs() if toolbox else []) + terminal_tools(agent),
-            messages=[Message(role="user", text=render_inputs(agent, inputs))],
+            messages=[first_message(agent, inputs)],
             max_tokens=self.config.model.max_tokens,
         )
+        self.record.event("agent.start", {"agent": agent.name, "model": conversation.model})
+        answer: Answer | None = None
         try:
-            return self._converse(conversation, toolbox)
+            answer = self._converse(conversation, toolbox)
         except ModelGaveUp as exc:
             if not agent.can_give_up:
                 raise
-            return Answer(output=None, gave_up=f"gave up: {exc}", turns=conversation.turn)
+            answer = Answer(output=None, gave_up=f"gave up: {exc}", turns=conversation.turn)
+        finally:
+            ended = "answered" if answer and answer.output is not None else "gave_up"
+            self.record.event(
+                "agent.end",
+                {
+                    "agent": agent.name,
+                    "turns": conversation.turn,
+                    "ended": ended if answer else "failed",
+                },
+            )
+        return answer
 
     def _converse(self, conversation: _Conversation, toolbox: Toolset | None) -> Answer:
         agent, messages = conversation.agent, conversation.messages

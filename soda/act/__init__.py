@@ -62,6 +62,7 @@ def act(
     session: Session, it: Iteration, plan: IterationPlan, say: Callable[[str], None]
 ) -> ActResult:
     """Run the plan and land what passes the gate; the result says what happened."""
+    session.events.emit("act.start", {"intent": plan.intent, "tasks": len(plan.tasks)})
     if needs_approval(plan, session.config.approval.risk_threshold):
         verdict = _wait_for_person(session, it.number, plan, say)
         if not verdict.approved:

@@ -52,3 +52,37 @@ def run_cost(db: Database, run_id: int | None) -> float:
         "SELECT COALESCE(SUM(cost_usd), 0) FROM agent_calls WHERE run_id IS ?", [run_id]
     ).fetchone()
     return float(row[0])
+
+
+CostRow = tuple[object, int, int, int, float]
+"""key (iteration number, agent or model; None for calls outside an iteration),
+calls, tokens in (with cache writes and reads), tokens out, cost_usd."""
+
+_SUMS = (
+    "COUNT(*), COALESCE(SUM(c.input_tokens + c.cache_creation_tokens + c.cache_read_tokens), 0),"
+    " COALESCE(SUM(c.output_tokens), 0), COALESCE(SUM(c.cost_usd), 0)"
+)
+
+
+def cost_by_iteration(db: Database) -> list[CostRow]:
+    """Calls, tokens and cost per iteration number, in order (calls made outside
+    any iteration, e.g. by `soda doctor --ping`, under None first)."""
+    return db.execute(
+        f"SELECT i.number, {_SUMS} FROM agent_calls c LEFT JOIN iterations i"
+        " ON i.id = c.iteration_id GROUP BY i.number ORDER BY i.number"
+    ).fetchall()
+
+
+def cost_by(db: Database, column: str) -> list[CostRow]:
+    """Calls, tokens and cost per `agent` or per `model`, the most expensive first."""
+    if column not in ("agent", "model"):
+        raise ValueError(f"cost_by: no grouping by {column!r}")
+    return db.execute(
+        f"SELECT c.{column}, {_SUMS} FROM agent_calls c GROUP BY c.{column}"
+        f" ORDER BY SUM(c.cost_usd) DESC, c.{column}"
+    ).fetchall()
+
+
+def cost_total(db: Database) -> CostRow:
+    """Calls, tokens and cost of every call ever recorded (key None)."""
+    return db.execute(f"SELECT NULL, {_SUMS} FROM agent_calls c").fetchone()

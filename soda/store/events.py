@@ -6,6 +6,14 @@ from typing import Any
 
 from sqlite_utils import Database
 
+EventRow = tuple[int, str, int | None, int | None, str, str]
+"""id, ts, run_id, iteration number (not id), kind, data_json."""
+
+_SELECT = (
+    "SELECT e.id, e.ts, e.run_id, i.number, e.kind, e.data_json FROM events e"
+    " LEFT JOIN iterations i ON i.id = e.iteration_id"
+)
+
 
 def append(db: Database, row: dict[str, Any]) -> None:
     """Insert one event row (ts, run_id, iteration_id, kind, data_json) in its own
@@ -20,3 +28,40 @@ def count(db: Database, iteration_id: int, kind: str) -> int:
         "SELECT count(*) FROM events WHERE iteration_id = ? AND kind = ?", [iteration_id, kind]
     ).fetchone()
     return int(row[0])
+
+
+def _kind_filter(prefix: str | None) -> tuple[str, list[Any]]:
+    """`kind` starts with `prefix` (`act` matches `act.merged`), case and all."""
+    if not prefix:
+        return "1", []
+    return "substr(e.kind, 1, ?) = ?", [len(prefix), prefix]
+
+
+def latest(db: Database, kind_prefix: str | None, limit: int) -> list[EventRow]:
+    """The last `limit` events (of kinds under `kind_prefix`), oldest first."""
+    where, args = _kind_filter(kind_prefix)
+    rows = db.execute(
+        f"{_SELECT} WHERE {where} ORDER BY e.id DESC LIMIT ?", [*args, limit]
+    ).fetchall()
+    return rows[::-1]
+
+
+def after(db: Database, last_id: int, kind_prefix: str | None) -> list[EventRow]:
+    """Every event newer than id `last_id` (of kinds under `kind_prefix`), in order."""
+    where, args = _kind_filter(kind_prefix)
+    return db.execute(
+        f"{_SELECT} WHERE e.id > ? AND {where} ORDER BY e.id", [last_id, *args]
+    ).fetchall()
+
+
+def last_id(db: Database) -> int:
+    """The newest event's id (0 when there is none)."""
+    return int(db.execute("SELECT COALESCE(MAX(id), 0) FROM events").fetchone()[0])
+
+
+def last_of_kinds(db: Database, kinds: list[str]) -> EventRow | None:
+    """The newest event whose kind is one of `kinds`."""
+    marks = ", ".join("?" for _ in kinds)
+    return db.execute(
+        f"{_SELECT} WHERE e.kind IN ({marks}) ORDER BY e.id DESC LIMIT 1", kinds
+    ).fetchone()

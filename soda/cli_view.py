@@ -1,0 +1,178 @@
+"""The commands that look at what soda did and does: events (with --follow) and cost.
+
+They register on `soda.cli.app`, which imports this module near its end.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+import time
+from typing import Annotated, Any
+
+import typer
+
+from soda.cli import _project, app, handled, out
+from soda.store import agent_calls
+from soda.store import events as event_rows
+from soda.store.events import EventRow
+
+FOLLOW_POLL_SECONDS = 0.2
+"""How often `soda events -f` looks for new rows (the database is the source)."""
+
+
+def event_record(row: EventRow) -> dict[str, Any]:
+    """One event as a JSON object: id, ts, run_id, iteration (number), kind, data."""
+    event_id, ts, run_id, iteration, kind, data_json = row
+    try:
+        data = json.loads(data_json)
+    except ValueError:
+        data = data_json
+    return {
+        "id": event_id,
+        "ts": ts,
+        "run_id": run_id,
+        "iteration": iteration,
+        "kind": kind,
+        "data": data,
+    }
+
+
+def event_line(row: EventRow) -> str:
+    """One event for people: time, iteration, kind and its data, compact."""
+    record = event_record(row)
+    where = f"#{record['iteration']}" if record["iteration"] is not None else "-"
+    data = record["data"]
+    text = json.dumps(data, separators=(", ", ": "), default=str) if data else ""
+    return f"{record['ts']}  {where:>4}  {record['kind']:<20} {text}".rstrip()
+
+
+def _write(text: str) -> None:
+    sys.stdout.write(text + "\n")
+    sys.stdout.flush()
+
+
+@app.command()
+@handled
+def events(
+    ctx: typer.Context,
+    follow: Annotated[
+        bool, typer.Option("-f", "--follow", help="Keep printing new events until Ctrl-C.")
+    ] = False,
+    as_json: Annotated[
+        bool,
+        typer.Option(
+            "--json",
+            help="One JSON object per line: id, ts, run_id, iteration, kind, data.",
+        ),
+    ] = False,
+    kind: Annotated[
+        str | None,
+        typer.Option(help="Only events whose kind starts with this, e.g. act or agent.turn."),
+    ] = None,
+    limit: Annotated[
+        int, typer.Option(help="Print at most this many past events first (0: none).", min=0)
+    ] = 50,
+) -> None:
+    """Print soda's events, oldest first; with -f, follow new ones as they happen.
+
+    Works while soda runs (in the foreground or as the daemon) and after.
+
+    Example: soda events -f --kind act
+    """
+    db = _project(ctx).db
+
+    def show(row: EventRow) -> None:
+        _write(json.dumps(event_record(row), default=str) if as_json else event_line(row))
+
+    try:
+        last = event_rows.last_id(db)
+        past = (
+            [row for row in event_rows.latest(db, kind, limit) if row[0] <= last] if limit else []
+        )
+        for row in past:
+            show(row)
+        if not follow:
+            if not past and not as_json:
+                out.print("no events yet (soda records them as it runs)")
+            return
+        while True:
+            for row in event_rows.after(db, last, kind):
+                show(row)
+            last = max(last, event_rows.last_id(db))
+            time.sleep(FOLLOW_POLL_SECONDS)
+    except KeyboardInterrupt:
+        return  # Ctrl-C is how -f ends: a normal exit
+    except BrokenPipeError:
+        sys.stderr.close()  # the reader went away (e.g. `| head`): nothing to say
+
+
+def cost_report(db: Any) -> dict[str, Any]:
+    """`soda cost --json`: calls, tokens and USD per iteration, agent and model,
+    and in total, from `agent_calls`."""
+
+    def rows(items: list[agent_calls.CostRow], key: str) -> list[dict[str, Any]]:
+        return [_cost_entry(item, key) for item in items]
+
+    return {
+        "iterations": rows(agent_calls.cost_by_iteration(db), "iteration"),
+        "agents": rows(agent_calls.cost_by(db, "agent"), "agent"),
+        "models": rows(agent_calls.cost_by(db, "model"), "model"),
+        "total": {k: v for k, v in _cost_entry(agent_calls.cost_total(db), "").items() if k},
+    }
+
+
+def _cost_entry(item: agent_calls.CostRow, key: str) -> dict[str, Any]:
+    name, calls, tokens_in, tokens_out, cost = item
+    return {
+        key: name,
+        "calls": calls,
+        "tokens_in": tokens_in,
+        "tokens_out": tokens_out,
+        "cost_usd": round(float(cost), 6),
+    }
+
+
+@app.command()
+@handled
+def cost(
+    ctx: typer.Context,
+    as_json: Annotated[
+        bool, typer.Option("--json", help="One JSON object: iterations, agents, models, total.")
+    ] = False,
+) -> None:
+    """What the model calls cost: per iteration, per agent, per model, and in total.
+
+    Tokens in count cache writes and reads too; the prices are [model.prices].
+
+    Example: soda cost --json
+    """
+    from rich.table import Table
+
+    report = cost_report(_project(ctx).db)
+    if as_json:
+        typer.echo(json.dumps(report))
+        return
+    total = report["total"]
+    if not total["calls"]:
+        out.print("no model calls yet: nothing spent")
+        return
+    for key, title in (("iteration", "iterations"), ("agent", "agents"), ("model", "models")):
+        table = Table(title=f"cost by {key}", title_justify="left")
+        for column in (key, "calls", "tokens in", "tokens out", "cost"):
+            table.add_column(column, justify="left" if column == key else "right")
+        for entry in report[title]:
+            name = entry[key]
+            table.add_row(
+                "-" if name is None else str(name),
+                str(entry["calls"]),
+                f"{entry['tokens_in']:,}",
+                f"{entry['tokens_out']:,}",
+                f"${entry['cost_usd']:.4f}",
+            )
+        out.print(table)
+    out.print(
+        f"total: {total['calls']} calls, {total['tokens_in']:,} tokens in,"
+        f" {total['tokens_out']:,} out, ${total['cost_usd']:.4f}",
+        markup=False,
+    )
