@@ -98,6 +98,11 @@ class LoopConfig(Section):
     stops at once). loop_threshold + warned_repeats must fit in loop_window."""
     orient_pattern: Literal["split", "single"] = "split"
     """ORIENT as three fresh agents (split) or one agent walked through three steps (single)."""
+    planning: Literal["auto", "model", "always", "never"] = "auto"
+    """Whether an iteration gets a multi-task plan (a DAG) or one task: auto (a cheap
+    heuristic on the open tasks and the spec's unchecked items decides), model (the
+    fast model decides, falling back to the heuristic on any error), always, or
+    never (one task per iteration)."""
 
     @model_validator(mode="after")
     def _repeats_fit_the_window(self) -> LoopConfig:
@@ -182,6 +187,16 @@ class ContextConfig(Section):
     """Size, in tokens (about 4 characters each), of the repository map the repo_map
     tool gives agents: files with their top-level symbols, most relevant first
     (200-50000)."""
+    max_learnings: int = Field(30, ge=1, le=500)
+    """Most active learnings kept and shown to agents; past it the oldest are
+    retired, with the cap as their reason (1-500)."""
+    tool_result_chars: int = Field(20_000, ge=1_000, le=1_000_000)
+    """Characters of one tool result an agent sees; a longer result keeps its head
+    and tail with a note of what was cut (1000-1000000)."""
+    executor_session_tokens: int = Field(60_000, ge=5_000, le=2_000_000)
+    """Estimated tokens (characters / 4, or the model's own count) past which an
+    executor session's older tool results become one-line summaries, the latest
+    few kept whole (5000-2000000)."""
 
 
 class DaemonConfig(Section):

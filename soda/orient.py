@@ -14,11 +14,14 @@ Trace tasks) is `apply_orientation`.
 
 from __future__ import annotations
 
+from soda import planning as planning_mode
 from soda.agents import load_agent
 from soda.contracts import Assessment, Claims, IterationPlan, Orientation, Planning, Verification
+from soda.contracts.orient import LearningVerdict
 from soda.errors import InputError, StructuralError
 from soda.plan import plan_problems
 from soda.session import Session
+from soda.store import learnings
 from soda.tools import read_only_tools
 from soda.tools.sandbox import Sandbox
 from soda.workspace import branch_head
@@ -36,9 +39,12 @@ def orient(session: Session, claims: Claims, number: int) -> Orientation:
     tools = read_only_tools(sandbox, repo_map_tokens=session.config.context.repo_map_tokens)
     inputs = {"spec": session.spec_text(), "claims": claims}
     known = {task.id for task in session.tracker.list()}
+    choice = planning_mode.choose(session, claims)  # [loop] planning: a DAG or one task
     if session.config.loop.orient_pattern == "single":
-        return _single(session, inputs, tools, known)
-    return _split(session, inputs, tools, known)
+        orientation = _single(session, {**inputs, **choice.planner_inputs()}, tools, known)
+    else:
+        orientation = _split(session, inputs, tools, known, choice.planner_inputs())
+    return planning_mode.shape(session, orientation, choice)
 
 
 def _single(session: Session, inputs: dict, tools: object, known: set[int]) -> Orientation:
@@ -47,7 +53,9 @@ def _single(session: Session, inputs: dict, tools: object, known: set[int]) -> O
     return orientation
 
 
-def _split(session: Session, inputs: dict, tools: object, known: set[int]) -> Orientation:
+def _split(
+    session: Session, inputs: dict, tools: object, known: set[int], for_planner: dict
+) -> Orientation:
     run = session.runner.run
     verification = run(load_agent("verifier"), inputs, tools).output  # type: ignore[arg-type]
     assert isinstance(verification, Verification)
@@ -63,7 +71,7 @@ def _split(session: Session, inputs: dict, tools: object, known: set[int]) -> Or
             learnings=[],
         )
     else:
-        planning = _plan(session, {**inputs, "assessment": assessment}, tools, known)
+        planning = _plan(session, {**inputs, "assessment": assessment, **for_planner}, tools, known)
     return Orientation(
         spec_satisfied=assessment.spec_satisfied,
         actionable_work_exists=planning.actionable_work_exists,
@@ -75,6 +83,7 @@ def _split(session: Session, inputs: dict, tools: object, known: set[int]) -> Or
         iteration_plan=planning.iteration_plan,
         stuck_reason=planning.stuck_reason,
         learnings=verification.learnings + planning.learnings,
+        learning_verdicts=verification.learning_verdicts,
     )
 
 
@@ -135,8 +144,14 @@ def apply_orientation(session: Session, orientation: Orientation, iteration_id: 
     root = session.milestone.root_task_id
     for task in orientation.new_tasks:
         tracker.create(
-            task.title, task.description, parent_id=task.parent_id or root, risk=task.risk
+            task.title,
+            task.description,
+            parent_id=task.parent_id or root,
+            risk=task.risk,
+            author="orient",
+            iteration_id=iteration_id,
         )
+    _apply_verdicts(session, orientation.learning_verdicts, iteration_id)
     session.store_learnings(orientation.learnings, "orient", iteration_id)
     plan = orientation.iteration_plan
     if plan is None:
@@ -144,7 +159,15 @@ def apply_orientation(session: Session, orientation: Orientation, iteration_id: 
     bound = []
     for task in plan.tasks:
         if task.task_id is None:
-            created = tracker.create(task.title, task.description, parent_id=root, risk=task.risk)
+            # A plan task titled like an open task is bound to it (Trace merges).
+            created = tracker.create(
+                task.title,
+                task.description,
+                parent_id=root,
+                risk=task.risk,
+                author="orient",
+                iteration_id=iteration_id,
+            )
             task = task.model_copy(update={"task_id": created.id})
         bound.append(task)
     return orientation.model_copy(
@@ -152,6 +175,19 @@ def apply_orientation(session: Session, orientation: Orientation, iteration_id: 
             "iteration_plan": IterationPlan(intent=plan.intent, approach=plan.approach, tasks=bound)
         }
     )
+
+
+def _apply_verdicts(session: Session, verdicts: list[LearningVerdict], iteration_id: int) -> None:
+    """Retire the learnings the verifier judged stale (`learning.retired`); a
+    verdict naming no active learning is noted and skipped."""
+    for verdict in verdicts:
+        if verdict.keep:
+            continue
+        if learnings.retire(session.db, verdict.learning_id, verdict.reason, iteration_id):
+            kind = "learning.retired"
+        else:
+            kind = "learning.verdict_skipped"
+        session.events.emit(kind, {"learning_id": verdict.learning_id, "reason": verdict.reason})
 
 
 def _apply_update(

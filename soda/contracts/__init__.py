@@ -51,6 +51,7 @@ from soda.contracts.orient import (
     TaskUpdate,
     Verification,
 )
+from soda.contracts.planning_choice import PlanningChoice
 from soda.contracts.schema import (
     CONTRACTS,
     generate_schema,
@@ -85,6 +86,7 @@ __all__ = [
     "Orientation",
     "PlanTask",
     "Planning",
+    "PlanningChoice",
     "ProjectClaims",
     "TaskBrief",
     "TaskComment",
