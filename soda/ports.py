@@ -44,8 +44,17 @@ class Tracker(Protocol):
     """Trace: the task tree of one milestone."""
 
     def create(
-        self, title: str, description: str = "", parent_id: int | None = None, risk: str = "low"
-    ) -> Task: ...
+        self,
+        title: str,
+        description: str = "",
+        parent_id: int | None = None,
+        risk: str = "low",
+        author: str = "soda",
+        iteration_id: int | None = None,
+    ) -> Task:
+        """A new task, or the open one under the same parent with the same title."""
+        ...
+
     def show(self, task_id: int) -> Task: ...
     def list(self, status: str | None = None, limit: int | None = None) -> list[Task]: ...
     def ready(self) -> list[Task]: ...

@@ -40,7 +40,6 @@ MAX_UNCOMMITTED = 50
 MAX_TASKS_PER_GROUP = 50
 MAX_COMMENTS = 20
 MAX_RECENT_ITERATIONS = 5
-MAX_LEARNINGS = 20
 MAX_HUMAN = 20
 NOT_FOR_ORIENT = ("pause", "resume", "stop", "cancel", "approve", "reject")
 """Control and approval inputs: the daemon, the approval gate and ACT act on them."""
@@ -177,7 +176,7 @@ def project_claims(inp: SenseInput) -> ProjectClaims:
             tokens_this_iteration=0,
             max_tokens_per_iteration=budget.max_tokens_per_iteration,
         ),
-        learnings=learnings.active(inp.db, MAX_LEARNINGS),
+        learnings=learnings.active(inp.db, inp.config.context.max_learnings),
     )
 
 

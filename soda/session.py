@@ -133,8 +133,9 @@ class Session:
         self.events.emit("run.end", {"status": status, "reason": reason})
 
     def store_learnings(self, texts: list[str], agent: str, iteration_id: int | None) -> None:
-        """Keep new learnings; one already active is not stored twice."""
-        learnings.add(self.db, texts, agent, iteration_id)
+        """Keep new learnings (one already known is not stored twice); the oldest
+        past [context] max_learnings are retired."""
+        learnings.add(self.db, texts, agent, iteration_id, self.config.context.max_learnings)
 
     def next_iteration_number(self) -> int:
         return runs.next_iteration_number(self.db)

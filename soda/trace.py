@@ -15,7 +15,7 @@ from soda.errors import InputError
 from soda.store import tasks as task_rows
 from soda.store.tasks import Comment, Status, Task
 
-__all__ = ["STATUSES", "Comment", "SqliteTracker", "Status", "Task", "render_tree"]
+__all__ = ["STATUSES", "Comment", "SqliteTracker", "Status", "Task", "render_tree", "same_title"]
 
 STATUSES: tuple[str, ...] = ("open", "in_progress", "blocked", "closed")
 
@@ -70,16 +70,37 @@ class SqliteTracker:
     # --- writing ---------------------------------------------------------------
 
     def create(
-        self, title: str, description: str = "", parent_id: int | None = None, risk: str = "low"
+        self,
+        title: str,
+        description: str = "",
+        parent_id: int | None = None,
+        risk: str = "low",
+        author: str = "soda",
+        iteration_id: int | None = None,
     ) -> Task:
+        """A new open task; or, when an open or in-progress task under the same
+        parent has the same title (see `same_title`), that task, with the new
+        description added as `author`'s comment: a task is never duplicated,
+        whichever agent asked for it."""
         if not title.strip():
             raise InputError("a task needs a title")
         if parent_id is not None:
             self.show(parent_id)
+        twin = self.twin(title, parent_id)
+        if twin is not None:
+            body = f"merged a new task with the same title: {description.strip() or title.strip()}"
+            task_rows.add_comment(self.db, twin.id, author, body, iteration_id)
+            return self.show(twin.id)
         task_id = task_rows.insert(
             self.db, self.milestone, title.strip(), description, parent_id, risk
         )
         return self.show(task_id)
+
+    def twin(self, title: str, parent_id: int | None) -> Task | None:
+        """The first open or in-progress task under `parent_id` titled like `title`."""
+        wanted = same_title(title)
+        siblings = task_rows.unfinished_children(self.db, self.milestone, parent_id)
+        return next((t for t in siblings if same_title(t.title) == wanted), None)
 
     def start(self, task_id: int) -> Task:
         return self._move(task_id, "in_progress", None, allowed=("open", "in_progress"))
@@ -118,6 +139,13 @@ class SqliteTracker:
             raise InputError(f"task {task_id} is {task.status}; cannot make it {status}")
         task_rows.set_status(self.db, task_id, status, reason)
         return self.show(task_id)
+
+
+def same_title(title: str) -> str:
+    """A title reduced to what makes two titles the same task: case folded,
+    punctuation dropped, whitespace collapsed ("Add  divide()." ~ "add divide")."""
+    kept = "".join(c for c in title.casefold() if c.isalnum() or c.isspace())
+    return " ".join(kept.split())
 
 
 def _reason(reason: str, action: str) -> str:

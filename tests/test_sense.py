@@ -142,7 +142,7 @@ def test_project_claims_recent_iterations_and_budget(repo: Path, tmp_path: Path)
     assert project.loop.warning is not None
     assert project.loop.warning.startswith('you have tried "same" 3 times')
     assert project.budget.cost_usd == pytest.approx(0.25)
-    assert project.learnings == ["tests live in tests/"]
+    assert project.learnings == ["L1: tests live in tests/"]
 
 
 def attempt(n: int, intent: str, outcome: str) -> Attempt:

@@ -82,6 +82,15 @@ class ClaimCheck(Contract):
     """What you looked at (file, command) and what it showed."""
 
 
+class LearningVerdict(Contract):
+    learning_id: int
+    """The learning's number, as shown (12 for "L12: ...")."""
+    keep: bool
+    """true: still holds and still useful; false: retire it (never shown again)."""
+    reason: str
+    """Why, from the code: what shows it is wrong, stale or useless, or still holds."""
+
+
 class Verification(Contract):
     """Verifier output: which claims hold in the code, and task states to correct."""
 
@@ -93,6 +102,9 @@ class Verification(Contract):
     """Short facts about this codebase worth remembering next iteration."""
     summary: str
     """Two or three sentences on the verified state of the work."""
+    learning_verdicts: list[LearningVerdict] = []
+    """Keep or retire each active learning shown in the claims, with a reason
+    (optional: an answer without it keeps every learning)."""
 
 
 class Assessment(Contract):
@@ -146,3 +158,6 @@ class Orientation(Contract):
     """When there is no actionable work: what a person must do or decide."""
     learnings: list[str]
     """Short facts worth remembering."""
+    learning_verdicts: list[LearningVerdict] = []
+    """Keep or retire each active learning shown in the claims, with a reason
+    (optional: an answer without it keeps every learning)."""

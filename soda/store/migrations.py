@@ -202,3 +202,17 @@ def m002_test_results(db: Database) -> None:
         );
         """
     )
+
+
+@migration
+def m004_learning_verdicts(db: Database) -> None:
+    """Learnings are retired, never deleted: by the verifier's verdict or by the
+    [context] max_learnings cap, with the reason and the iteration recorded, so a
+    retired learning is neither shown again nor learned a second time."""
+    db.conn.executescript(
+        """
+        ALTER TABLE learnings ADD COLUMN retired_reason TEXT;
+        ALTER TABLE learnings ADD COLUMN retired_iteration_id INTEGER;
+        ALTER TABLE learnings ADD COLUMN retired_at TEXT;
+        """
+    )

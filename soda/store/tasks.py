@@ -95,6 +95,17 @@ def recently_closed(db: Database, milestone: str, limit: int) -> list[Task]:
     return [Task(*row) for row in rows]
 
 
+def unfinished_children(db: Database, milestone: str, parent_id: int | None) -> list[Task]:
+    """The milestone's open and in-progress tasks under `parent_id` (top-level ones
+    for None), in id order."""
+    rows = db.execute(
+        f"SELECT {_TASK_COLUMNS} FROM tasks WHERE milestone = ? AND parent_id IS ?"
+        " AND status IN ('open', 'in_progress') ORDER BY id",
+        [milestone, parent_id],
+    )
+    return [Task(*row) for row in rows]
+
+
 def in_progress(db: Database) -> list[tuple[int, str]]:
     """(id, milestone) of every in_progress task, whatever its milestone."""
     return db.execute("SELECT id, milestone FROM tasks WHERE status = 'in_progress'").fetchall()
