@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import contextlib
 import re
-import shutil
+import threading
 from collections import OrderedDict
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -32,6 +32,8 @@ from soda.git import SODA_IDENTITY
 _SHA = re.compile(r"[0-9a-f]{40}")
 _TREES: OrderedDict[str, str] = OrderedDict()
 _TREES_KEPT = 256
+_TREES_LOCK = threading.Lock()
+"""ACT's task threads share the tree cache."""
 
 
 def _git(repo: Repo, *args: str) -> str:
@@ -61,7 +63,8 @@ def branch_head(repo: Repo, branch: str) -> str:
 def tree_of(repo: Repo, commit: str) -> str:
     """The tree id of `commit`. Remembered per commit id (a commit's tree never
     changes), so a commit soda made or tested costs no further git process."""
-    tree = _TREES.get(commit)
+    with _TREES_LOCK:
+        tree = _TREES.get(commit)
     if tree is None:
         tree = _git(repo, "rev-parse", f"{commit}^{{tree}}")
         _remember_tree(commit, tree)
@@ -71,10 +74,11 @@ def tree_of(repo: Repo, commit: str) -> str:
 def _remember_tree(commit: str, tree: str) -> None:
     if not is_sha(commit):
         return
-    _TREES[commit] = tree
-    _TREES.move_to_end(commit)
-    while len(_TREES) > _TREES_KEPT:
-        _TREES.popitem(last=False)
+    with _TREES_LOCK:
+        _TREES[commit] = tree
+        _TREES.move_to_end(commit)
+        while len(_TREES) > _TREES_KEPT:
+            _TREES.popitem(last=False)
 
 
 @dataclass
@@ -144,39 +148,9 @@ class Workspace:
             return False
         return True
 
-    def remove(self) -> None:
-        """Remove the worktree directory and its registration; never raises."""
-        try:
-            self.repo.git.worktree("remove", "--force", str(self.path))
-        except git.GitCommandError:
-            shutil.rmtree(self.path, ignore_errors=True)
-            with contextlib.suppress(git.GitCommandError):
-                self.repo.git.worktree("prune")
-
     def _in(self, *args: str) -> str:
         """git in the worktree (with soda's options)."""
         return _git(self.repo, "-C", str(self.path), *args)
-
-
-def create_workspace(repo: Repo, worktrees: Path, milestone_branch: str, name: str) -> Workspace:
-    """A fresh worktree at `worktrees/name` on a new branch from the milestone head.
-    Leftovers of an earlier crashed attempt with the same name are cleared first."""
-    milestone = milestone_branch.removeprefix("soda/")
-    branch = f"soda-work/{milestone}/{name}"
-    path = worktrees / name
-    remove_stale(repo, path, branch)
-    fork_point = branch_head(repo, milestone_branch)
-    worktrees.mkdir(parents=True, exist_ok=True)
-    _git(repo, "worktree", "add", "-q", "-b", branch, str(path), fork_point)
-    return Workspace(repo, path, branch, milestone_branch, fork_point, known_head=fork_point)
-
-
-def remove_stale(repo: Repo, path: Path, branch: str | None = None) -> None:
-    if path.exists():
-        Workspace(repo, path, branch or "", "", "").remove()
-    repo.git.worktree("prune")
-    if branch and branch in [head.name for head in repo.heads]:
-        _git(repo, "branch", "-D", branch)
 
 
 def merge_into_milestone(ws: Workspace, message: str) -> str:
@@ -223,11 +197,6 @@ def land(repo: Repo, branch: str, commit: str, expected: str) -> None:
             f"{branch} moved from {expected[:10]} to {current[:10]} while the change was "
             "tested; not merged"
         ) from None
-
-
-def delete_branch(repo: Repo, branch: str) -> None:
-    with contextlib.suppress(git.GitCommandError):
-        repo.git.branch("-D", branch)
 
 
 def land_on_base(repo: Repo, milestone_branch: str, base_branch: str) -> str:

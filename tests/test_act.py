@@ -9,12 +9,13 @@ import pytest
 from git import Repo
 
 from soda.act.execute import TaskOutcome, execute_plan
+from soda.checkouts import Checkouts
 from soda.contracts import IterationPlan, PlanTask
 from soda.errors import StructuralError
 from soda.gate.rules import gate
 from soda.gate.runner import TestReport
 from soda.plan import batches, plan_problems
-from soda.workspace import create_workspace, merge_into_milestone
+from soda.workspace import merge_into_milestone
 from tests.conftest import git
 
 
@@ -126,68 +127,75 @@ def test_gate_fails_closed(
     assert fragment in verdict.reason
 
 
-def milestone_repo(repo: Path) -> Repo:
+def milestone_repo(repo: Path) -> Checkouts:
     git(repo, "branch", "soda/spec", "main")
-    return Repo(repo)
+    return Checkouts(Repo(repo), repo / "state" / "worktrees")
 
 
-def test_merge_lands_on_milestone_without_touching_the_checkout(repo: Path, tmp_path: Path) -> None:
-    r = milestone_repo(repo)
-    ws = create_workspace(r, tmp_path / "wt", "soda/spec", "iter-1")
+def moved_by_someone(pool: Checkouts, path: str, text: str) -> None:
+    """Another worktree lands a change on the milestone meanwhile."""
+    other = pool.work("soda/spec", "soda-work/spec/other")
+    (other.path / path).write_text(text)
+    other.commit_all(path)
+    merge_into_milestone(other, path)
+    pool.release(other)
+
+
+def test_merge_lands_on_milestone_without_touching_the_checkout(repo: Path) -> None:
+    pool = milestone_repo(repo)
+    ws = pool.work("soda/spec", "soda-work/spec/iter-1")
     (ws.path / "new.py").write_text("x = 1\n")
     assert ws.commit_all("add new") is not None
     assert ws.catch_up()
     commit = merge_into_milestone(ws, "soda: test\n\nSoda-Iteration: 1\n")
-    ws.remove()
+    pool.release(ws)
+    pool.remove_all()
 
     assert git(repo, "rev-parse", "soda/spec") == commit
     assert git(repo, "rev-list", "--parents", "-n1", commit).count(" ") == 2  # a real merge
     assert "Soda-Iteration: 1" in git(repo, "log", "-1", "--format=%B", commit)
     assert git(repo, "branch", "--show-current") == "main"
     assert not (repo / "new.py").exists()
-    assert git(repo, "status", "--porcelain") == ""
+    assert git(repo, "status", "--porcelain", "--untracked-files=no") == ""
     assert not ws.path.exists()
-    assert "iter-1" not in git(repo, "worktree", "list")
+    assert git(repo, "branch", "--list", "soda-work/*") == ""
+    assert "work-0" not in git(repo, "worktree", "list")
 
 
-def test_catch_up_conflict_aborts_cleanly(repo: Path, tmp_path: Path) -> None:
-    r = milestone_repo(repo)
-    ws = create_workspace(r, tmp_path / "wt", "soda/spec", "iter-1")
+def test_catch_up_conflict_aborts_cleanly(repo: Path) -> None:
+    pool = milestone_repo(repo)
+    ws = pool.work("soda/spec", "soda-work/spec/iter-1")
     (ws.path / "README.md").write_text("mine\n")
     ws.commit_all("mine")
-    # Meanwhile someone moves the milestone with a conflicting change.
-    other = create_workspace(r, tmp_path / "wt", "soda/spec", "other")
-    (other.path / "README.md").write_text("theirs\n")
-    other.commit_all("theirs")
-    merge_into_milestone(other, "theirs")
-    other.remove()
+    moved_by_someone(pool, "README.md", "theirs\n")  # a conflicting change
     milestone_before = git(repo, "rev-parse", "soda/spec")
 
     assert ws.catch_up() is False
     assert git(ws.path, "status", "--porcelain") == ""
     assert git(repo, "rev-parse", "soda/spec") == milestone_before
-    ws.remove()
+    pool.release(ws)
+    pool.remove_all()
 
 
-def test_merge_refuses_when_milestone_moved_underneath(repo: Path, tmp_path: Path) -> None:
-    r = milestone_repo(repo)
-    ws = create_workspace(r, tmp_path / "wt", "soda/spec", "iter-1")
+def test_merge_refuses_when_milestone_moved_underneath(repo: Path) -> None:
+    pool = milestone_repo(repo)
+    ws = pool.work("soda/spec", "soda-work/spec/iter-1")
     (ws.path / "a.txt").write_text("a\n")
     ws.commit_all("a")
-    other = create_workspace(r, tmp_path / "wt", "soda/spec", "other")
-    (other.path / "b.txt").write_text("b\n")
-    other.commit_all("b")
-    merge_into_milestone(other, "b")
-    other.remove()
+    moved_by_someone(pool, "b.txt", "b\n")
     with pytest.raises(StructuralError, match="does not contain"):
         merge_into_milestone(ws, "a")  # not caught up: refused, never a blind overwrite
-    ws.remove()
+    pool.release(ws)
+    pool.remove_all()
 
 
-def test_stale_worktree_from_a_crash_is_replaced(repo: Path, tmp_path: Path) -> None:
-    r = milestone_repo(repo)
-    first = create_workspace(r, tmp_path / "wt", "soda/spec", "iter-1")
+def test_leftovers_of_a_crash_are_cleaned_by_a_new_pool(repo: Path) -> None:
+    pool = milestone_repo(repo)
+    first = pool.work("soda/spec", "soda-work/spec/iter-1")
     (first.path / "junk").write_text("left behind\n")
-    again = create_workspace(r, tmp_path / "wt", "soda/spec", "iter-1")
+    # The process dies: a new pool (a new process) takes the same tree over.
+    again = Checkouts(Repo(repo), pool.root).work("soda/spec", "soda-work/spec/iter-1")
+    assert again.path == first.path
     assert not (again.path / "junk").exists()
-    again.remove()
+    pool.release(again)
+    pool.remove_all()

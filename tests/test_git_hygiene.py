@@ -17,17 +17,13 @@ from pathlib import Path
 import pytest
 from git import Repo
 
+from soda.checkouts import Checkouts
 from soda.config import Config
 from soda.git import CONFIG_PARAMETERS, commit_all, harden_git_environment, open_repo
 from soda.sense import SenseInput, code_claims
 from soda.store import open_db
 from soda.tools import Sandbox, read_only_tools
-from soda.workspace import (
-    create_workspace,
-    delete_branch,
-    land_on_base,
-    merge_into_milestone,
-)
+from soda.workspace import land_on_base, merge_into_milestone
 from tests.conftest import git
 
 HOOKS = [
@@ -83,9 +79,9 @@ def drive_soda(path: Path, tmp_path: Path) -> None:
     (path / "a.txt").write_text("a\n")
     commit_all(repo, "a")
     repo.git.branch("soda/spec", "main")
-    worktrees = tmp_path / "worktrees"
-    first = create_workspace(repo, worktrees, "soda/spec", "iter-1")
-    second = create_workspace(repo, worktrees, "soda/spec", "iter-2")
+    pool = Checkouts(repo, tmp_path / "worktrees")
+    first = pool.work("soda/spec", "soda-work/spec/iter-1")
+    second = pool.work("soda/spec", "soda-work/spec/iter-2")
     (first.path / "b.txt").write_text("b\n")
     assert first.commit_all("b\n\nSoda-Task: 1")
     (second.path / "c.txt").write_text("c\n")
@@ -105,8 +101,8 @@ def drive_soda(path: Path, tmp_path: Path) -> None:
     claims = code_claims(SenseInput(path, "soda/spec", base, "spec", 1, 1, 1, Config(), db))
     assert claims.commits_total >= 3
     for ws in (first, second):
-        ws.remove()
-        delete_branch(repo, ws.branch)
+        pool.release(ws)
+    pool.remove_all()
     assert land_on_base(repo, "soda/spec", "main").startswith("fast-forwarded")
 
 
@@ -152,10 +148,13 @@ def test_explicit_argv_calls_carry_the_hardening_without_the_environment(
     git(repo, "branch", "soda/spec", "main")  # the tests' own git: before the plant
     marker = plant(repo, kind, tmp_path)
     raw = Repo(repo)
-    ws = create_workspace(raw, tmp_path / "worktrees", "soda/spec", "iter-1")
+    pool = Checkouts(raw, tmp_path / "worktrees")
+    ws = pool.work("soda/spec", "soda-work/spec/iter-1")
     (ws.path / "b.txt").write_text("b\n")
     assert ws.commit_all("b")
     merge_into_milestone(ws, "soda: b\n\nSoda-Iteration: 1\n")
+    pool.release(ws)
+    pool.remove_all()
     assert CONFIG_PARAMETERS not in os.environ
     assert not marker.exists(), marker.read_text()
 

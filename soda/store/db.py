@@ -1,9 +1,17 @@
-"""Opening the state database: WAL, foreign keys, and migrations applied on open."""
+"""Opening the state database: WAL, foreign keys, and migrations applied on open.
+
+One connection serves the whole process, ACT's task threads included
+(`check_same_thread=False`). `SharedConnection` keeps their statements from
+interleaving: a thread owns the connection from its first statement until no
+transaction is open and it has left every `with conn:` block, so one thread's
+transaction (sqlite-utils' savepoints, an insert and its `lastrowid`) is never
+split by another thread's statements."""
 
 from __future__ import annotations
 
 import json
 import sqlite3
+import threading
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -18,6 +26,76 @@ def now() -> str:
     return datetime.now(UTC).isoformat(timespec="milliseconds")
 
 
+class SharedConnection(sqlite3.Connection):
+    """A connection several threads may use: one owner at a time (see the module
+    docstring). Reentrant for the owner; released when its work is settled."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self._lock = threading.Lock()
+        self._owner: int | None = None
+        self._blocks = 0
+
+    def _take(self) -> None:
+        me = threading.get_ident()
+        if self._owner != me:
+            self._lock.acquire()
+            self._owner = me
+
+    def _settle(self) -> None:
+        if self._owner == threading.get_ident() and not self._blocks and not self.in_transaction:
+            self._owner = None
+            self._lock.release()
+
+    def execute(self, *args: Any) -> sqlite3.Cursor:
+        self._take()
+        try:
+            return super().execute(*args)
+        finally:
+            self._settle()
+
+    def executemany(self, *args: Any) -> sqlite3.Cursor:
+        self._take()
+        try:
+            return super().executemany(*args)
+        finally:
+            self._settle()
+
+    def executescript(self, *args: Any) -> sqlite3.Cursor:
+        self._take()
+        try:
+            return super().executescript(*args)
+        finally:
+            self._settle()
+
+    def commit(self) -> None:
+        self._take()
+        try:
+            super().commit()
+        finally:
+            self._settle()
+
+    def rollback(self) -> None:
+        self._take()
+        try:
+            super().rollback()
+        finally:
+            self._settle()
+
+    def __enter__(self) -> SharedConnection:
+        self._take()
+        self._blocks += 1
+        super().__enter__()
+        return self
+
+    def __exit__(self, *exc: Any) -> Any:
+        try:
+            return super().__exit__(*exc)
+        finally:
+            self._blocks -= 1
+            self._settle()
+
+
 def open_db(path: Path) -> Database:
     """Open (creating if needed) and migrate the database at `path`.
 
@@ -25,7 +103,7 @@ def open_db(path: Path) -> Database:
     """
     path.parent.mkdir(parents=True, exist_ok=True)
     # A generous busy timeout: the daemon and a person's CLI share the file.
-    conn = sqlite3.connect(str(path), timeout=30, check_same_thread=False)
+    conn = sqlite3.connect(str(path), timeout=30, check_same_thread=False, factory=SharedConnection)
     conn.execute("PRAGMA journal_mode = WAL")
     conn.execute("PRAGMA foreign_keys = ON")
     conn.execute("PRAGMA synchronous = NORMAL")
