@@ -116,7 +116,11 @@ class LoopConfig(Section):
 
 class BudgetConfig(Section):
     max_cost_usd: float = Field(10.0, ge=0, le=10_000, allow_inf_nan=False)
-    """Spend limit for one run, in USD; reaching it stops the run as STUCK (0-10000)."""
+    """Spend limit, in USD, for one run: one `soda run`, or one wake of the daemon
+    (the next wake starts from 0); passing it stops the run as STUCK (0-10000)."""
+    max_cost_usd_per_day: float = Field(50.0, ge=0, le=100_000, allow_inf_nan=False)
+    """Spend limit, in USD, for all runs of the local calendar day together; passing
+    it stops as STUCK until midnight or `soda budget reset` (0-100000)."""
     max_tokens_per_iteration: int = Field(2_000_000, ge=1, le=100_000_000)
     """Token limit (input + output) for one iteration (1-100000000)."""
 
@@ -128,9 +132,12 @@ class ActConfig(Section):
     command_timeout: float = Field(600.0, ge=1, le=86_400, allow_inf_nan=False)
     """Seconds any command run by soda or its executor may take (tests included)
     (1-86400, a day)."""
-    max_parallel_tasks: int = Field(1, ge=1, le=1)
-    """Tasks of one plan batch that may run at the same time. Only 1 is supported
-    so far: the tasks of a batch run one after another in one worktree."""
+    max_parallel_tasks: int = Field(3, ge=1, le=16)
+    """Tasks of one plan batch that run at the same time, each in its own worktree
+    with its own executor; their work merges one task at a time (1-16)."""
+    task_retries: int = Field(1, ge=0, le=5)
+    """Times a failed task (gave up, failed the gate) is tried again with a
+    description the retrier rewrote from the failure (0-5)."""
     output_limit: int = Field(20_000, ge=100, le=1_000_000)
     """Characters of command output kept (head and tail) when shown to an agent
     (100-1000000)."""

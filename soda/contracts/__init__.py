@@ -16,7 +16,7 @@ path, the failing rule and the offending value; the loop HALTs on the latter.
 
 Layout: `base` (the `Contract` base model, shared types), `claims` (SENSE),
 `orient` (verifier, assessor, planner, the combined orientation and the plan),
-`execute` (the executor), `human` (a person's input), `schema` (the registry of
+`execute` (the executor), `retry` (the retrier), `human` (a person's input), `schema` (the registry of
 named contracts, schema files and validation). Everything is re-exported here.
 """
 
@@ -52,6 +52,7 @@ from soda.contracts.orient import (
     Verification,
 )
 from soda.contracts.planning_choice import PlanningChoice
+from soda.contracts.retry import RetryAdvice
 from soda.contracts.schema import (
     CONTRACTS,
     generate_schema,
@@ -85,6 +86,7 @@ __all__ = [
     "NewTask",
     "Orientation",
     "PlanTask",
+    "RetryAdvice",
     "Planning",
     "PlanningChoice",
     "ProjectClaims",

@@ -22,6 +22,7 @@ from soda.contracts.claims import Claims
 from soda.contracts.execute import ExecuteResult
 from soda.contracts.human import HumanInput
 from soda.contracts.orient import Assessment, IterationPlan, Orientation, Planning, Verification
+from soda.contracts.retry import RetryAdvice
 from soda.contracts.planning_choice import PlanningChoice
 from soda.errors import InputError, Violation
 from soda.resources import resource_dir
@@ -36,6 +37,7 @@ CONTRACTS: dict[str, type[Contract]] = {
     "orient": Orientation,
     "plan": IterationPlan,
     "execute": ExecuteResult,
+    "retry": RetryAdvice,
     "human_input": HumanInput,
     "planning_choice": PlanningChoice,
 }
