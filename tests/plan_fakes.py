@@ -1,0 +1,111 @@
+"""A behavioural fake model for the plan tests (planning modes, plan-only, edits
+before approval, questions): ORIENT's agents answer from fixed findings, the
+planner proposes the plan a test gives it, and the executor writes
+`notes/<task key>.txt` holding the task's title, then submits."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+from soda.config import load
+from soda.llm.base import ModelRequest
+from soda.llm.function import FunctionModel, Reply, call, first_turn, submit
+from soda.session import Session
+from tests.conftest import git
+from tests.test_loop import DEMO_SCRIPT, project
+
+VERIFIED = {"checks": [], "task_updates": [], "learnings": [], "summary": "checked"}
+NOT_MET = {"spec_satisfied": False, "confidence": "medium", "gaps": [], "summary": "not met"}
+
+
+def task(key: str, *deps: str, title: str | None = None, risk: str = "low") -> dict[str, Any]:
+    return {
+        "id": key,
+        "task_id": None,
+        "title": title or f"Task {key}",
+        "description": f"write notes/{key}.txt",
+        "depends_on": list(deps),
+        "risk": risk,
+        "tool_hints": [],
+    }
+
+
+def plan(*tasks: dict[str, Any], intent: str = "Add divide and its tests") -> dict[str, Any]:
+    return {"intent": intent, "approach": "test first", "tasks": list(tasks)}
+
+
+def planning(the_plan: dict[str, Any] | None) -> dict[str, Any]:
+    return {
+        "actionable_work_exists": the_plan is not None,
+        "new_tasks": [],
+        "iteration_plan": the_plan,
+        "stuck_reason": None if the_plan else "nothing to do",
+        "learnings": [],
+    }
+
+
+def executor(request: ModelRequest) -> Reply:
+    """Write notes/<key>.txt on the first turn, then submit."""
+    if first_turn(request):
+        task_json = request.messages[0].text.split("## Task\n\n", 1)[1].split("\n\n## ", 1)[0]
+        the_task = json.loads(task_json)
+        return call("write_file", path=f"notes/{the_task['id']}.txt", content=the_task["title"])
+    return submit(
+        {
+            "tasks_completed": [],
+            "tasks_blocked": [],
+            "task_comments": [],
+            "new_subtasks": [],
+            "learnings": [],
+            "summary": "wrote the note",
+        }
+    )
+
+
+def fake_model(the_plan: dict[str, Any] | None, **extra: Any) -> FunctionModel:
+    """Verifier and assessor (spec not met), the planner proposing `the_plan`, the
+    executor writing notes; `extra` adds or replaces agents' answer functions."""
+    answers = {
+        "verifier": lambda request: submit(VERIFIED),
+        "assessor": lambda request: submit(NOT_MET),
+        "planner": lambda request: submit(planning(the_plan)),
+        "executor": executor,
+        **extra,
+    }
+    return FunctionModel.by_agent(answers)
+
+
+def new_project(tmp_path: Path, settings: dict[str, str] | None = None) -> Path:
+    """The demo's sample project, with `settings` replacing lines of soda.toml."""
+    root = project(tmp_path, DEMO_SCRIPT)
+    if settings:
+        config = root / "soda.toml"
+        text = config.read_text()
+        for old, new in settings.items():
+            assert old in text, old
+            text = text.replace(old, new)
+        config.write_text(text)
+        git(root, "commit", "-q", "--allow-empty", "-am", "configure")
+    return root
+
+
+def open_session(root: Path, model: FunctionModel) -> Session:
+    return Session.open(load(root / "soda.toml"), model=model)
+
+
+def recording(answer: Any, into: list[str]) -> Any:
+    """`answer`, keeping the first user message (the rendered inputs) of each run."""
+
+    def wrapped(request: ModelRequest) -> Reply:
+        if len(request.messages) == 1:
+            into.append(request.messages[0].text)
+        return answer(request)
+
+    return wrapped
+
+
+def events(session: Session, kind: str) -> list[dict[str, Any]]:
+    rows = session.db.execute("SELECT data_json FROM events WHERE kind = ? ORDER BY id", [kind])
+    return [json.loads(row[0]) for row in rows]
