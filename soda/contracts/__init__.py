@@ -16,8 +16,9 @@ path, the failing rule and the offending value; the loop HALTs on the latter.
 
 Layout: `base` (the `Contract` base model, shared types), `claims` (SENSE),
 `orient` (verifier, assessor, planner, the combined orientation and the plan),
-`execute` (the executor), `retry` (the retrier), `human` (a person's input), `schema` (the registry of
-named contracts, schema files and validation). Everything is re-exported here.
+`execute` (the executor), `retry` (the retrier), `human` (a person's input),
+`schema` (the registry of named contracts, schema files and validation).
+Everything is re-exported here.
 """
 
 from __future__ import annotations
@@ -86,10 +87,10 @@ __all__ = [
     "NewTask",
     "Orientation",
     "PlanTask",
-    "RetryAdvice",
     "Planning",
     "PlanningChoice",
     "ProjectClaims",
+    "RetryAdvice",
     "TaskBrief",
     "TaskComment",
     "TaskUpdate",

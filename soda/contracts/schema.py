@@ -22,8 +22,8 @@ from soda.contracts.claims import Claims
 from soda.contracts.execute import ExecuteResult
 from soda.contracts.human import HumanInput
 from soda.contracts.orient import Assessment, IterationPlan, Orientation, Planning, Verification
-from soda.contracts.retry import RetryAdvice
 from soda.contracts.planning_choice import PlanningChoice
+from soda.contracts.retry import RetryAdvice
 from soda.errors import InputError, Violation
 from soda.resources import resource_dir
 
