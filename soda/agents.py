@@ -1,7 +1,14 @@
 """Agents are data: `agents/NAME.md` is a TOML header (contract, tools, model
 tier, inputs) and a prompt. Loading one, the terminal tools every agent gets
 (`submit` with its contract as input schema, and `cannot_complete` for those
-that may give up), and how its inputs are rendered into the first message."""
+that may give up), and how its inputs are rendered into the first message.
+
+The first message is ordered for the prompt cache: the stable inputs (the
+header's `stable` list, by default the spec) first, then the rest in declared
+order, then anything situational; the message says where the stable part ends
+(`Message.stable_chars`) so a provider can cache it apart from this iteration's
+claims. Values render compactly: an object with `prompt_text()` (the claims) as
+that text, other structures as one-line JSON."""
 
 from __future__ import annotations
 
@@ -15,7 +22,7 @@ from pydantic import BaseModel
 
 from soda.contracts import load_schema
 from soda.errors import StructuralError
-from soda.llm.base import ToolSpec
+from soda.llm.base import Message, ToolSpec
 from soda.resources import resource_dir
 
 SUBMIT = "submit"
@@ -33,6 +40,9 @@ class Agent:
     inputs: tuple[str, ...]
     system: str
     can_give_up: bool = False
+    stable: tuple[str, ...] = ("spec",)
+    """Inputs that do not change from one iteration to the next: rendered first,
+    as the cacheable part of the first message."""
 
 
 @cache
@@ -51,6 +61,7 @@ def load_agent(name: str) -> Agent:
             inputs=tuple(meta["inputs"]),
             system=body.strip(),
             can_give_up=bool(meta.get("can_give_up", False)),
+            stable=tuple(n for n in meta.get("stable", ["spec"]) if n in meta["inputs"]),
         )
     except (OSError, ValueError, KeyError, tomllib.TOMLDecodeError) as exc:
         raise StructuralError(f"agent definition {path} is unreadable: {exc}") from exc
@@ -89,19 +100,34 @@ def terminal_tools(agent: Agent) -> list[ToolSpec]:
 
 
 def render_inputs(agent: Agent, inputs: dict[str, Any]) -> str:
-    """The first user message: each declared input under its own heading."""
+    """The first user message's text (see `first_message`)."""
+    return first_message(agent, inputs).text
+
+
+def first_message(agent: Agent, inputs: dict[str, Any]) -> Message:
+    """The first user message: each input under its own heading, the stable ones
+    first; `stable_chars` marks where they end."""
     missing = [name for name in agent.inputs if name not in inputs]
     if missing:
         raise StructuralError(f"agent {agent.name} needs inputs {missing} that were not given")
+    stable = [name for name in agent.stable if name in inputs]
+    declared = [name for name in agent.inputs if name not in stable]
+    # Then anything situational, such as feedback on a rejected plan.
     extras = [name for name in inputs if name not in agent.inputs]
-    parts = []
-    # Declared inputs first and in their order (a stable, cacheable prefix), then
-    # anything situational such as feedback on a rejected plan.
-    for name in (*agent.inputs, *extras):
-        value = inputs[name]
-        if isinstance(value, BaseModel):
-            value = value.model_dump(mode="json")
-        if not isinstance(value, str):
-            value = json.dumps(value, indent=2, ensure_ascii=False)
-        parts.append(f"## {name.replace('_', ' ').title()}\n\n{value.strip()}")
-    return "\n\n".join(parts) + "\n\nWork with your tools, then call `submit`."
+    head = "".join(_section(name, inputs[name]) for name in stable)
+    tail = "".join(_section(name, inputs[name]) for name in (*declared, *extras))
+    return Message(
+        role="user",
+        text=head + tail + "Work with your tools, then call `submit`.",
+        stable_chars=len(head),
+    )
+
+
+def _section(name: str, value: Any) -> str:
+    if hasattr(value, "prompt_text"):
+        value = value.prompt_text()
+    elif isinstance(value, BaseModel):
+        value = value.model_dump(mode="json", exclude_none=True)
+    if not isinstance(value, str):
+        value = json.dumps(value, ensure_ascii=False)
+    return f"## {name.replace('_', ' ').title()}\n\n{value.strip()}\n\n"

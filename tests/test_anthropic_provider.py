@@ -238,6 +238,7 @@ def test_conversation_turns_map_to_tool_use_and_tool_result_blocks(
                 "tool_use_id": "toolu_b",
                 "content": "no such file",
                 "is_error": True,
+                "cache_control": EPHEMERAL,  # the rolling marker on the latest turn
             },
         ],
     }
@@ -271,7 +272,8 @@ def test_json_mode_sends_an_earlier_answer_back_as_text(
     model.complete(ask(tools=[SUBMIT], messages=conversation))
     wire = fake_api.requests[0].body["messages"]
     assert wire[1]["content"] == [{"type": "text", "text": '{"verdict": "maybe"}'}]
-    assert wire[2]["content"] == [{"type": "text", "text": "verdict: not one of pass, fail"}]
+    feedback = {"type": "text", "text": "verdict: not one of pass, fail"}
+    assert wire[2]["content"] == [{**feedback, "cache_control": EPHEMERAL}]  # the latest turn
 
 
 def test_invalid_json_answer_is_structural_not_retried(

@@ -1,7 +1,9 @@
 """SENSE's output: what git, Trace, the project record and the inbox claim.
 
 `Claims` (contract `claims`) is gathered at the start of every iteration and is
-unverified until ORIENT's verifier checks it against the code.
+unverified until ORIENT's verifier checks it against the code. Agents read it as
+`Claims.prompt_text()` (soda.contracts.claims_text): the same information as the
+JSON, without indentation, nulls or empty fields, with 10-character SHAs.
 """
 
 from __future__ import annotations
@@ -33,6 +35,30 @@ class CodeClaims(Contract):
     """Files changed since the base (capped)."""
     diffstat: str
     """`git diff --stat` since the base (capped)."""
+    tests: TestsBrief | None = None
+    """The milestone tip's tests as last run on its tree (by the gate, DONE's check or
+    `run_tests`); None when that tree was never tested."""
+
+
+class TestFailure(Contract):
+    __test__ = False  # not a pytest test class
+
+    test: str
+    """Test id."""
+    first_lines: str
+    """The first lines of the failure (bounded)."""
+
+
+class TestsBrief(Contract):
+    __test__ = False
+
+    commit: str
+    """The commit whose tree was tested (10 characters)."""
+    summary: str
+    """Counts: passed, failed, skipped, exit code."""
+    failing: list[TestFailure]
+    """Failing tests (capped), with the first lines of each failure."""
+    failing_total: int
 
 
 class TaskBrief(Contract):
@@ -70,6 +96,34 @@ class IterationBrief(Contract):
     summary: str | None
 
 
+class TaskAttempt(Contract):
+    task_id: int | None
+    title: str
+    status: str
+    """completed, gave_up or skipped."""
+    summary: str | None
+    """The executor's summary, or why the task gave up or was skipped (bounded)."""
+
+
+class LastAct(Contract):
+    """The newest iteration that acted: what it tried and what came of it."""
+
+    iteration: int
+    intent: str | None
+    outcome: str
+    """merged, no_changes, gate_failed, rejected, conflict or nothing_completed."""
+    detail: str
+    """The gate's or ACT's reason (bounded)."""
+    tests: str
+    """The gate's test summary after the change ('' when it did not get that far)."""
+    failing: list[TestFailure]
+    """Tests the gate held against the change (capped), with their first lines."""
+    failing_total: int
+    diffstat: str
+    """What the attempt changed, merged or not (capped)."""
+    tasks: list[TaskAttempt]
+
+
 class LoopStatus(Contract):
     detected: bool
     """True when similar attempts went on after a warning: the run stops as STUCK."""
@@ -99,6 +153,8 @@ class ProjectClaims(Contract):
     budget: BudgetStatus
     learnings: list[str]
     """Active learnings, newest first (capped)."""
+    last_act: LastAct | None = None
+    """The newest iteration that acted; None before the first."""
 
 
 class HumanItem(Contract):
@@ -123,3 +179,9 @@ class Claims(Contract):
     work: WorkClaims
     project: ProjectClaims
     human: HumanClaims
+
+    def prompt_text(self) -> str:
+        """The claims as agents read them (see soda.contracts.claims_text)."""
+        from soda.contracts.claims_text import claims_text  # it imports this module
+
+        return claims_text(self)

@@ -174,8 +174,10 @@ def answers_as_json(request: ModelRequest) -> bool:
 
 
 def build_params(request: ModelRequest, json_mode: bool) -> dict[str, Any]:
-    """Keyword arguments of `messages.create`. System prompt, tools and the first
-    user message (the spec and claims) are the stable prefix, marked for caching."""
+    """Keyword arguments of `messages.create`. The API reads a prompt as tools,
+    system, messages; the stable part (tools, system prompt, the first message's
+    stable inputs) carries cache markers, the latest turn a rolling one (see
+    `wire_messages`)."""
     params: dict[str, Any] = {
         "model": request.model,
         "max_tokens": request.max_tokens,
@@ -217,11 +219,38 @@ def wire_tools(tools: list[ToolSpec]) -> list[dict[str, Any]]:
 
 
 def wire_messages(messages: list[Message], json_mode: bool) -> list[dict[str, Any]]:
+    """The conversation with two cache breakpoints: the end of the first user
+    message's stable part (`Message.stable_chars`: the spec, the same in every
+    iteration; the whole message when it does not say), and the last block of
+    the latest turn (a rolling marker: each turn of a tool loop reads everything
+    before it from the cache, the previous turn wrote it). With the tools' and
+    the system prompt's markers that makes four, the API's limit."""
     wire = [{"role": m.role, "content": content_blocks(m, json_mode)} for m in messages]
-    first_user = next((w for w in wire if w["role"] == "user" and w["content"]), None)
-    if first_user is not None:
-        first_user["content"][-1]["cache_control"] = EPHEMERAL
+    first = next(
+        (i for i, m in enumerate(messages) if m.role == "user" and wire[i]["content"]), None
+    )
+    if first is not None:
+        message, blocks = messages[first], wire[first]["content"]
+        if 0 < message.stable_chars < len(message.text):
+            _split_stable(blocks, message)
+        else:
+            blocks[-1]["cache_control"] = EPHEMERAL
+    last = next((w for w in reversed(wire) if w["content"]), None)
+    if last is not None:
+        last["content"][-1]["cache_control"] = EPHEMERAL
     return wire
+
+
+def _split_stable(blocks: list[dict[str, Any]], message: Message) -> None:
+    """The message's text block as two: the stable part, marked, then the rest."""
+    index = next(
+        i for i, b in enumerate(blocks) if b["type"] == "text" and b["text"] == message.text
+    )
+    cut = message.stable_chars
+    blocks[index : index + 1] = [
+        {"type": "text", "text": message.text[:cut], "cache_control": EPHEMERAL},
+        {"type": "text", "text": message.text[cut:]},
+    ]
 
 
 def content_blocks(message: Message, json_mode: bool) -> list[dict[str, Any]]:

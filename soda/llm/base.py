@@ -63,6 +63,10 @@ class Message:
     text: str = ""
     tool_calls: list[ToolCall] = field(default_factory=list)
     tool_results: list[ToolResult] = field(default_factory=list)
+    stable_chars: int = 0
+    """How many characters at the start of `text` stay the same from one iteration
+    to the next (the spec, standing context). A provider with prompt caching sends
+    them as a block of their own, marked for the cache; others send `text` whole."""
 
 
 @dataclass
