@@ -114,7 +114,7 @@ def show_progress(
         elif kind == "agent.end":
             turns = int(data.get("turns") or 0)
             console.print(
-                f"  progress: {data.get('agent')} {data.get('ended')} after {turns}"
+                f"  progress: {data.get('agent')} {data.get('outcome')} after {turns}"
                 f" turn{'' if turns == 1 else 's'} | {state.describe(clock())}",
                 markup=False,
                 highlight=False,

@@ -20,16 +20,22 @@ a HALT; an executor's task ends as given up instead):
 - a turn without a tool call: the model is told to call one;
 - a prompt past the context window: older tool results become one-line notes
   (what was called, how long the result was) and the call is made again.
+
+Context stays bounded (`[context]`): every tool result is clipped to
+`tool_result_chars` (head and tail, with a note of the cut), and once an
+executor session's estimated size passes `executor_session_tokens` its older
+tool results become one-line summaries, the latest KEEP_WHOLE kept whole (event
+`agent.condensed`). Each run is framed by `agent.start` and `agent.end` events.
 """
 
 from __future__ import annotations
 
-import json
 from collections.abc import Callable
 from dataclasses import dataclass, replace
 from typing import Any, Protocol
 
 from soda.agents import GIVE_UP, SUBMIT, Agent, first_message, terminal_tools
+from soda.condense import condense, estimated_tokens, history_size
 from soda.config import Config
 from soda.contracts import Contract, validate
 from soda.errors import (
@@ -44,16 +50,16 @@ from soda.llm.base import (
     Model,
     ModelRequest,
     ModelResponse,
-    ToolCall,
     ToolResult,
     ToolSpec,
     raised_limit,
     safe_response,
 )
+from soda.tools.toolbox import clip_result
 
-CONDENSE_ABOVE = 300
-"""Tool results at most this long (characters) stay as they are when a history is
-condensed: their note would be no shorter (a note is one line of under 300)."""
+KEEP_WHOLE = 3
+"""Messages of tool results, the latest ones, that condensing for the session
+budget leaves whole: what the model is working on right now."""
 NO_TOOL_CALL = (
     "You ended your turn without calling a tool. Every turn must be a tool call: "
     "keep working with your tools, or call `submit` with your final answer."
@@ -75,7 +81,8 @@ class Recorder(Protocol):
         """A soft failure handed back to the model (see the module docstring)."""
 
     def event(self, kind: str, data: dict[str, Any]) -> None:
-        """An agent run starts or ends (`agent.start`, `agent.end`): the live view."""
+        """An agent run's own event: `agent.start`, `agent.end` (the live view),
+        `agent.condensed`."""
 
 
 @dataclass
@@ -98,6 +105,8 @@ class _Conversation:
     max_tokens: int
     turn: int = 0
     """The turn being asked (for an Answer given up on the way)."""
+    counted: int = 0
+    """Tokens the model counted in its last exchange (prompt and answer)."""
 
 
 class AgentRunner:
@@ -120,25 +129,23 @@ class AgentRunner:
             messages=[first_message(agent, inputs)],
             max_tokens=self.config.model.max_tokens,
         )
-        self.record.event("agent.start", {"agent": agent.name, "model": conversation.model})
-        answer: Answer | None = None
+        self.record.event(
+            "agent.start", {"agent": agent.name, "tier": agent.tier, "model": conversation.model}
+        )
+        outcome = "error"
         try:
             answer = self._converse(conversation, toolbox)
+            outcome = "answered" if answer.output is not None else "gave_up"
+            return answer
         except ModelGaveUp as exc:
+            outcome = "gave_up"
             if not agent.can_give_up:
                 raise
-            answer = Answer(output=None, gave_up=f"gave up: {exc}", turns=conversation.turn)
+            return Answer(output=None, gave_up=f"gave up: {exc}", turns=conversation.turn)
         finally:
-            ended = "answered" if answer and answer.output is not None else "gave_up"
             self.record.event(
-                "agent.end",
-                {
-                    "agent": agent.name,
-                    "turns": conversation.turn,
-                    "ended": ended if answer else "failed",
-                },
+                "agent.end", {"agent": agent.name, "turns": conversation.turn, "outcome": outcome}
             )
-        return answer
 
     def _converse(self, conversation: _Conversation, toolbox: Toolset | None) -> Answer:
         agent, messages = conversation.agent, conversation.messages
@@ -172,7 +179,36 @@ class AgentRunner:
                 for call in response.tool_calls
             ]
             messages.append(Message(role="user", tool_results=results))
+            if agent.tools == "worktree":
+                self._keep_within_budget(conversation)
         return self._last_turn(conversation, max_turns)
+
+    def _keep_within_budget(self, conversation: _Conversation) -> None:
+        """Past [context] executor_session_tokens, older tool results become
+        one-line summaries (the latest KEEP_WHOLE stay whole)."""
+        agent, messages = conversation.agent, conversation.messages
+        budget = self.config.context.executor_session_tokens
+        before = estimated_tokens(agent.system, messages, conversation.counted)
+        if before <= budget:
+            return
+        condensed = condense(messages, keep=KEEP_WHOLE)
+        if condensed is None:
+            return
+        shorter, replaced = condensed
+        messages[:] = shorter
+        # The model's count was of the longer history; the next answer recounts.
+        conversation.counted = 0
+        self.record.event(
+            "agent.condensed",
+            {
+                "agent": agent.name,
+                "turn": conversation.turn,
+                "budget_tokens": budget,
+                "tokens_before": before,
+                "tokens_after": estimated_tokens(agent.system, messages),
+                "results_condensed": replaced,
+            },
+        )
 
     def _last_turn(self, conversation: _Conversation, max_turns: int) -> Answer:
         """Out of turns: one more, in which only the answer (or giving up) counts."""
@@ -218,7 +254,7 @@ class AgentRunner:
             try:
                 response = self.model.complete(request)
             except PromptTooLong as exc:
-                shorter = None if condensed else condense(conversation.messages)
+                shorter = None if condensed else condense(conversation.messages, keep=1)
                 if shorter is None:
                     why = (
                         "even with older tool results condensed"
@@ -236,14 +272,21 @@ class AgentRunner:
                     {
                         "turn": turn,
                         "characters_before": history_size(conversation.messages),
-                        "characters_after": history_size(shorter),
+                        "characters_after": history_size(shorter[0]),
                     },
                 )
-                conversation.messages[:] = shorter
+                conversation.messages[:] = shorter[0]
                 condensed = True
                 continue
             response = safe_response(response)
             self.record(agent.name, response, turn)
+            usage = response.usage
+            conversation.counted = (
+                usage.input_tokens
+                + usage.cache_creation_tokens
+                + usage.cache_read_tokens
+                + usage.output_tokens
+            )
             if response.tool_calls or not response.truncated:
                 return response
             higher = None if raised else raised_limit(conversation.model, conversation.max_tokens)
@@ -274,14 +317,14 @@ class AgentRunner:
                 return Answer(output=result, gave_up=None, turns=turn)
         return None
 
-    @staticmethod
     def _call_tool(
-        toolbox: Toolset | None, call_id: str, name: str, arguments: dict[str, Any]
+        self, toolbox: Toolset | None, call_id: str, name: str, arguments: dict[str, Any]
     ) -> ToolResult:
         if toolbox is None:
             return ToolResult(call_id, f"unknown tool {name!r}", is_error=True)
         outcome = toolbox.call(name, arguments)
-        return ToolResult(call_id, outcome.content, is_error=outcome.is_error)
+        content = clip_result(outcome.content, self.config.context.tool_result_chars)
+        return ToolResult(call_id, content, is_error=outcome.is_error)
 
 
 def last_turn_prompt(agent: Agent, max_turns: int) -> str:
@@ -305,48 +348,3 @@ def _tell(messages: list[Message], text: str) -> None:
         messages[-1] = replace(last, text=f"{last.text}\n\n{text}" if last.text else text)
     else:
         messages.append(Message(role="user", text=text))
-
-
-def condense(messages: list[Message]) -> list[Message] | None:
-    """`messages` with every tool result but the latest turn's, when longer than
-    CONDENSE_ABOVE, replaced by a one-line note of what it was and its size; None
-    when nothing could be condensed."""
-    calls: dict[str, ToolCall] = {call.id: call for m in messages for call in m.tool_calls}
-    latest = max((i for i, m in enumerate(messages) if m.tool_results), default=-1)
-    changed = False
-    shorter: list[Message] = []
-    for index, message in enumerate(messages):
-        if index == latest or not message.tool_results:
-            shorter.append(message)
-            continue
-        results = []
-        for result in message.tool_results:
-            if len(result.content) > CONDENSE_ABOVE:
-                note = condensed_note(calls.get(result.call_id), result)
-                result = ToolResult(result.call_id, note, result.is_error)
-                changed = True
-            results.append(result)
-        shorter.append(replace(message, tool_results=results))
-    return shorter if changed else None
-
-
-def condensed_note(call: ToolCall | None, result: ToolResult) -> str:
-    """One line in place of a tool result: the call, the outcome and the size."""
-    what = f"{call.name} {json.dumps(call.input, ensure_ascii=False)}" if call else "a tool call"
-    if len(what) > 160:
-        what = what[:157] + "..."
-    outcome = "failed with" if result.is_error else "returned"
-    return (
-        f"[condensed to fit the context: {what} {outcome} {len(result.content):,} "
-        "characters; call it again if you need them]"
-    )
-
-
-def history_size(messages: list[Message]) -> int:
-    """Characters of text, tool inputs and tool results in a conversation."""
-    return sum(
-        len(m.text)
-        + sum(len(json.dumps(call.input)) for call in m.tool_calls)
-        + sum(len(result.content) for result in m.tool_results)
-        for m in messages
-    )

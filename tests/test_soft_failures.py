@@ -235,8 +235,9 @@ def test_prompt_too_long_condenses_older_results_and_retries(setup, fake_api: Fa
     older = retried["messages"][2]["content"][0]
     assert older["type"] == "tool_result"
     assert older["content"] == (
-        "[condensed to fit the context: echo {} returned 2,000 characters; "
-        "call it again if you need them]"
+        '[condensed: echo {} returned 2,000 characters, starting "'
+        + "e" * 57
+        + '..."; call it again if you need them]'
     )
     latest = retried["messages"][4]["content"][0]
     assert latest["content"] == "e" * RESULT_SIZE  # the latest results stay whole

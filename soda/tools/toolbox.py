@@ -4,6 +4,8 @@ A `Tool` is a spec the model sees plus a handler. `Toolbox.call` validates the
 model's arguments against the spec's JSON Schema and turns every failure (an
 unknown tool, bad arguments, a `ToolError`, any other exception) into an error
 outcome with a one-line message: one bad tool call must not kill the agent.
+`clip_result` bounds what any result shows the model (`[context]
+tool_result_chars`; the runtime applies it).
 """
 
 from __future__ import annotations
@@ -81,6 +83,22 @@ class Toolbox:
             return _error(f"{name}: {exc}")
         except Exception as exc:  # a bug in a handler must not end the agent's run
             return _error(f"{name} failed unexpectedly: {type(exc).__name__}: {exc}")
+
+
+def clip_result(text: str, limit: int) -> str:
+    """A tool result of at most about `limit` characters: a longer one keeps its
+    head (two thirds) and tail, with a line in between saying how much was cut
+    and how to see it."""
+    if len(text) <= limit:
+        return text
+    cut = len(text) - limit
+    note = (
+        f"\n[... {cut:,} of {len(text):,} characters cut here ([context] tool_result_chars = "
+        f"{limit:,}); to see them, ask for less at a time: read_file with offset_line and "
+        "max_lines, a narrower path, pattern or command ...]\n"
+    )
+    head = limit * 2 // 3
+    return text[:head] + note + text[len(text) - (limit - head) :]
 
 
 def _error(message: str) -> ToolOutcome:
