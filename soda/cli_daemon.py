@@ -5,6 +5,8 @@ They register on `soda.cli.app`, which imports this module near its end.
 
 from __future__ import annotations
 
+from typing import Annotated
+
 import typer
 
 from soda.cli import _project, app, handled, out
@@ -42,15 +44,25 @@ def stop(ctx: typer.Context) -> None:
 
 @app.command()
 @handled
-def status(ctx: typer.Context) -> None:
-    """Say whether soda runs here, what it is doing, and what waits for it.
+def status(
+    ctx: typer.Context,
+    as_json: Annotated[
+        bool, typer.Option("--json", help="One JSON object (see soda.status).")
+    ] = False,
+) -> None:
+    """Say whether soda runs here, what it is doing, and what waits for it: pause,
+    approvals, rejected inbox files, the last error, the budgets.
 
-    Example: soda status
+    Example: soda status --json
     """
-    from soda import daemon
+    from soda.status import status as read_status
 
     project = _project(ctx)
-    for line in daemon.status(project.config, project.db).lines():
+    found = read_status(project.config, project.db)
+    if as_json:
+        typer.echo(found.dumps())
+        return
+    for line in found.lines():
         out.print(line, markup=False)
 
 

@@ -21,13 +21,11 @@ import subprocess
 import sys
 import threading
 import time
-from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
 from typing import Any
 
 from apscheduler.schedulers.background import BackgroundScheduler
-from sqlite_utils import Database
 
 from soda.config import Config, load
 from soda.daemon_parts import (
@@ -43,13 +41,12 @@ from soda.jail import Jail
 from soda.lock import release_lock, running_pid
 from soda.loop import Ending, run_iteration
 from soda.recovery import pid_alive
-from soda.store import human_inputs, runs
 
 LOG_NAME = "soda.log"
 SETTLE_SECONDS = 0.2
 """A file younger than this may still be open in an editor; ingest waits for it."""
 
-# --- start / stop / status ----------------------------------------------------
+# --- start / stop ----------------------------------------------------
 
 
 def start(config: Config, wait_seconds: float = 10.0) -> int:
@@ -101,41 +98,6 @@ def _reap(pid: int) -> None:
     """Collect the daemon if we are its parent (tests start it from this process)."""
     with contextlib.suppress(ChildProcessError):
         os.waitpid(pid, os.WNOHANG)
-
-
-@dataclass
-class Status:
-    pid: int | None
-    iteration: int | None
-    phase: str | None
-    last_decision: str | None
-    last_reason: str | None
-    pending_inputs: int
-
-    def lines(self) -> list[str]:
-        state = f"running (pid {self.pid})" if self.pid else "stopped"
-        current = f"iteration {self.iteration}, phase {self.phase}" if self.iteration else "idle"
-        return [
-            f"soda: {state}",
-            f"now: {current if self.pid else '-'}",
-            f"last decision: {self.last_decision or '-'}"
-            + (f" ({self.last_reason})" if self.last_reason else ""),
-            f"pending human inputs: {self.pending_inputs}",
-        ]
-
-
-def status(config: Config, db: Database) -> Status:
-    pid = running_pid(config.state_dir)
-    current = runs.unfinished_iteration(db)
-    last = runs.last_decision(db)
-    return Status(
-        pid=pid,
-        iteration=current[0] if current and pid else None,
-        phase=current[1] if current and pid else None,
-        last_decision=last[0] if last else None,
-        last_reason=last[1] if last else None,
-        pending_inputs=human_inputs.pending_count(db),
-    )
 
 
 # --- the daemon process ---------------------------------------------------------
@@ -205,7 +167,6 @@ class Daemon:
             return
         if not in_window(self.windows, datetime.now()):
             return
-        session.events.emit("sense.start", {})
         result = run_iteration(session, self.say)
         if result.ending is Ending.CONTINUE:
             self.wake.set()  # more work: go again without waiting for a tick

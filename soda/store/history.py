@@ -67,3 +67,23 @@ def responses_in(db: Database, iteration_id: int) -> list[str | None]:
         [iteration_id],
     )
     return [row[0] for row in rows]
+
+
+ERROR_RUN_STATUSES = ("error", "aborted", "crashed", "crash", "transient")
+"""Run endings `soda status` reports as the last error (a HALT has its own row)."""
+
+
+def last_error(db: Database) -> tuple[str, str, str | None, int | None] | None:
+    """when, kind (halt, or the run's status: error, aborted, crashed, transient),
+    reason and iteration number of the newest HALT or run that ended in error."""
+    marks = ", ".join("?" for _ in ERROR_RUN_STATUSES)
+    return db.execute(
+        "SELECT h.created_at, 'halt', h.error_type || ': ' || h.message, i.number"
+        " FROM halts h LEFT JOIN iterations i ON i.id = h.iteration_id"
+        " UNION ALL"
+        " SELECT COALESCE(r.ended_at, r.started_at), r.status, r.final_reason,"
+        " (SELECT MAX(number) FROM iterations WHERE run_id = r.id)"
+        f" FROM runs r WHERE r.status IN ({marks})"
+        " ORDER BY 1 DESC LIMIT 1",
+        list(ERROR_RUN_STATUSES),
+    ).fetchone()
