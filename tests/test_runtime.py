@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 from typing import Any
 
@@ -12,6 +13,9 @@ from soda.config import BudgetConfig, Config, ModelConfig, Price
 from soda.contracts import Assessment
 from soda.errors import BudgetExhausted, ContractViolation, InputError, ScriptError
 from soda.events import Events
+from soda.llm.base import ModelRequest
+from soda.llm.function import FunctionModel, call, first_turn
+from soda.llm.function import submit as submit_fn
 from soda.llm.scripted import ScriptedModel
 from soda.recorder import CallRecorder
 from soda.runtime import AgentRunner
@@ -184,3 +188,41 @@ def test_script_file_errors_name_the_file(tmp_path: Path) -> None:
     bad.write_text("{nope")
     with pytest.raises(InputError, match="script.json"):
         ScriptedModel.from_file(bad)
+
+
+def agent_events(db: Any) -> list[tuple[str, dict[str, Any]]]:
+    rows = db.execute(
+        "SELECT kind, data_json FROM events WHERE kind IN ('agent.start', 'agent.end') ORDER BY id"
+    )
+    return [(kind, json.loads(data)) for kind, data in rows]
+
+
+def test_each_run_is_framed_by_agent_start_and_agent_end(setup) -> None:
+    """The live view's events: who runs on which tier, and how it ended."""
+    db, _ = setup
+    config = Config(model=ModelConfig(max_turns=3, strong="big", fast="small"))
+    recorder = CallRecorder(db, config, "function", Events(db))
+
+    def answer(request: ModelRequest) -> dict[str, Any]:
+        if request.agent == "executor":
+            return call("cannot_complete", reason="needs a key")
+        if first_turn(request):
+            return call("echo")
+        if request.agent == "verifier":
+            return submit_fn({"summary": 42})  # breaks the contract
+        return submit_fn(ASSESSMENT)
+
+    runner = AgentRunner(FunctionModel(answer), config, recorder)
+    runner.run(load_agent("assessor"), INPUTS, Echo())
+    executor_inputs = {name: "-" for name in load_agent("executor").inputs}
+    runner.run(load_agent("executor"), executor_inputs, None)
+    with pytest.raises(ContractViolation):
+        runner.run(load_agent("verifier"), {"spec": "s", "claims": {}}, Echo())
+    assert agent_events(db) == [
+        ("agent.start", {"agent": "assessor", "tier": "strong", "model": "big"}),
+        ("agent.end", {"agent": "assessor", "turns": 2, "outcome": "answered"}),
+        ("agent.start", {"agent": "executor", "tier": "strong", "model": "big"}),
+        ("agent.end", {"agent": "executor", "turns": 1, "outcome": "gave_up"}),
+        ("agent.start", {"agent": "verifier", "tier": "fast", "model": "small"}),
+        ("agent.end", {"agent": "verifier", "turns": 2, "outcome": "error"}),
+    ]
