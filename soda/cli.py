@@ -160,48 +160,6 @@ def schema(
 
 @app.command()
 @handled
-def tasks(
-    ctx: typer.Context,
-    status: Annotated[
-        str | None,
-        typer.Option(help="Only tasks with this status: open, in_progress, blocked, closed."),
-    ] = None,
-) -> None:
-    """Show the milestone's tasks as a tree.
-
-    Example: soda tasks --status blocked
-    """
-    from soda.milestone import milestone_name
-    from soda.trace import SqliteTracker, render_tree
-
-    project = _project(ctx)
-    tracker = SqliteTracker(project.db, milestone_name(project.config))
-    items = tracker.list(status)
-    if not items:
-        out.print("no tasks yet (soda creates them when it runs)")
-        return
-    out.print(render_tree(items), markup=False)
-
-
-@app.command()
-@handled
-def history(
-    ctx: typer.Context,
-    limit: Annotated[
-        int, typer.Option(help="Show at most this many iterations (1 or more).", min=1)
-    ] = 50,
-) -> None:
-    """One row per iteration: intent, decision, outcome, merge, time, tokens.
-
-    Example: soda history --limit 10
-    """
-    from soda.report import history_table
-
-    out.print(history_table(_project(ctx).db, limit))
-
-
-@app.command()
-@handled
 def run(
     ctx: typer.Context,
     once: Annotated[bool, typer.Option("--once", help="Stop after one iteration.")] = False,
@@ -284,21 +242,6 @@ def demo(
 
 
 @app.command()
-@handled
-def show(
-    ctx: typer.Context,
-    number: Annotated[int, typer.Argument(help="Iteration number (see soda history).")],
-) -> None:
-    """Everything about one iteration: claims, orientation, decision, act, agent calls.
-
-    Example: soda show 1
-    """
-    from soda.report import show_iteration
-
-    out.print(show_iteration(_project(ctx).db, number), markup=False)
-
-
-@app.command()
 def doctor(
     ctx: typer.Context,
     ping: Annotated[
@@ -340,7 +283,7 @@ def main() -> None:
 
 # The daemon commands (start, stop, status) live in soda.cli_daemon and the queue
 # commands (tell, approve, reject, pause, resume, cancel) in soda.cli_queue, the
-# views (events, cost) in soda.cli_view;
+# views (tasks, history, show, events, cost) in soda.cli_view;
 # importing them here, last, registers them on `app` in this order.
 from soda import cli_daemon as _cli_daemon  # noqa: E402, F401
 from soda import cli_queue as _cli_queue  # noqa: E402, F401

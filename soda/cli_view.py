@@ -1,4 +1,5 @@
-"""The commands that look at what soda did and does: events (with --follow) and cost.
+"""The commands that look at what soda did and does: tasks, history, show, events
+(with --follow) and cost, each with --json for scripts.
 
 They register on `soda.cli.app`, which imports this module near its end.
 """
@@ -17,8 +18,94 @@ from soda.store import agent_calls
 from soda.store import events as event_rows
 from soda.store.events import EventRow
 
+JSON_HELP = "Print one JSON object to stdout instead (for scripts)."
+
 FOLLOW_POLL_SECONDS = 0.2
 """How often `soda events -f` looks for new rows (the database is the source)."""
+
+
+@app.command()
+@handled
+def tasks(
+    ctx: typer.Context,
+    status: Annotated[
+        str | None,
+        typer.Option(help="Only tasks with this status: open, in_progress, blocked, closed."),
+    ] = None,
+    as_json: Annotated[bool, typer.Option("--json", help=JSON_HELP)] = False,
+) -> None:
+    """Show the milestone's tasks as a tree.
+
+    With --json: {"milestone": ..., "tasks": [{id, parent_id, title, description,
+    status, status_reason, risk, created_at, updated_at, closed_at}, ...]}.
+
+    Example: soda tasks --status blocked
+    """
+    from dataclasses import asdict
+
+    from soda.milestone import milestone_name
+    from soda.trace import SqliteTracker, render_tree
+
+    project = _project(ctx)
+    milestone = milestone_name(project.config)
+    items = SqliteTracker(project.db, milestone).list(status)
+    if as_json:
+        tasks = [{k: v for k, v in asdict(t).items() if k != "milestone"} for t in items]
+        typer.echo(json.dumps({"milestone": milestone, "tasks": tasks}))
+        return
+    if not items:
+        out.print("no tasks yet (soda creates them when it runs)")
+        return
+    out.print(render_tree(items), markup=False)
+
+
+@app.command()
+@handled
+def history(
+    ctx: typer.Context,
+    limit: Annotated[
+        int, typer.Option(help="Show at most this many iterations (1 or more).", min=1)
+    ] = 50,
+    as_json: Annotated[bool, typer.Option("--json", help=JSON_HELP)] = False,
+) -> None:
+    """One row per iteration: intent, decision, outcome, merge, time, tokens.
+
+    With --json: {"iterations": [{number, intent, decision, outcome, merged_commit,
+    duration_s, tokens, cost_usd, phase}, ...]}, oldest first.
+
+    Example: soda history --limit 10
+    """
+    from soda.report import history_json, history_table
+
+    db = _project(ctx).db
+    if as_json:
+        typer.echo(json.dumps(history_json(db, limit)))
+        return
+    out.print(history_table(db, limit))
+
+
+@app.command()
+@handled
+def show(
+    ctx: typer.Context,
+    number: Annotated[int, typer.Argument(help="Iteration number (see soda history).")],
+    as_json: Annotated[bool, typer.Option("--json", help=JSON_HELP)] = False,
+) -> None:
+    """Everything about one iteration: claims, orientation, decision, act, agent calls
+    and what each agent said.
+
+    With --json: the iteration's columns (claims, orient and act decoded),
+    human_inputs, halts and agent_calls (each with its text lines).
+
+    Example: soda show 1 --json
+    """
+    from soda.report import iteration_json, show_iteration
+
+    db = _project(ctx).db
+    if as_json:
+        typer.echo(json.dumps(iteration_json(db, number), default=str))
+        return
+    out.print(show_iteration(db, number), markup=False)
 
 
 def event_record(row: EventRow) -> dict[str, Any]:

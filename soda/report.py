@@ -250,3 +250,69 @@ def _answer_summary(answer: object) -> str:
             if isinstance(value, str) and value.strip():
                 return value
     return json.dumps(answer, separators=(",", ":"), default=str)
+
+
+# --- the same, for scripts (--json) -------------------------------------------
+
+HISTORY_KEYS = (
+    "number",
+    "intent",
+    "decision",
+    "outcome",
+    "merged_commit",
+    "duration_s",
+    "tokens",
+    "cost_usd",
+    "phase",
+)
+
+
+def history_json(db: Database, limit: int = 50) -> dict[str, object]:
+    """`soda history --json`: {"iterations": [...]}, oldest first, keys HISTORY_KEYS."""
+    rows = history.latest_iterations(db, limit)
+    return {"iterations": [dict(zip(HISTORY_KEYS, row, strict=True)) for row in reversed(rows)]}
+
+
+JSON_COLUMNS = {"claims_json": "claims", "orient_json": "orient", "act_json": "act"}
+
+
+def iteration_json(db: Database, number: int) -> dict[str, object]:
+    """`soda show N --json`: the iteration's record (its JSON columns decoded, as
+    claims, orient and act), the human inputs it applied, its halts and its model
+    calls, each with what the agent said (`text`: the lines `soda show` prints)."""
+    it = history.iteration(db, number)
+    if it is None:
+        raise InputError(f"no iteration {number} (see `soda history`)")
+    record: dict[str, object] = {}
+    for key, value in it.items():
+        if key in JSON_COLUMNS:
+            record[JSON_COLUMNS[key]] = json.loads(value) if value else None
+        else:
+            record[key] = value
+    record["human_inputs"] = [
+        {"id": input_id, "kind": kind, "payload": json.loads(payload), "response": response}
+        for input_id, kind, payload, response in human_inputs.applied_in(db, number)
+    ]
+    halt_keys = ("agent", "error_type", "message", "violation_path", "violation_rule")
+    record["halts"] = [
+        dict(zip(halt_keys, row, strict=True)) for row in history.halts_in(db, it["id"])
+    ]
+    call_keys = (
+        "agent",
+        "model",
+        "turn",
+        "input_tokens",
+        "output_tokens",
+        "cache_creation_tokens",
+        "cache_read_tokens",
+        "cost_usd",
+        "latency_ms",
+        "stop_reason",
+    )
+    calls = history.calls_in(db, it["id"])
+    responses = history.responses_in(db, it["id"])
+    record["agent_calls"] = [
+        {**dict(zip(call_keys, row, strict=True)), "text": call_text(raw)}
+        for row, raw in zip(calls, responses, strict=False)
+    ]
+    return record
