@@ -174,6 +174,10 @@ def run(
             " ending, exit_code, iteration, reason, milestone_branch, merged_commit.",
         ),
     ] = False,
+    plan_only: Annotated[
+        bool,
+        typer.Option("--plan-only", help="Only print the next plan as a DAG (as `soda plan`)."),
+    ] = False,
 ) -> None:
     """Run the loop in the foreground until DONE, STUCK or HALT.
 
@@ -190,6 +194,10 @@ def run(
 
     project = _project(ctx)
     say = _say_err if as_json else _say
+    if plan_only:
+        from soda.cli_plan import preview_plan
+
+        raise typer.Exit(preview_plan(project, say))
     session = Session.open(project.config)
     if max_iterations is not None:
         session.max_iterations = max_iterations
@@ -286,5 +294,6 @@ def main() -> None:
 # views (tasks, history, show, events, cost) in soda.cli_view;
 # importing them here, last, registers them on `app` in this order.
 from soda import cli_daemon as _cli_daemon  # noqa: E402, F401
+from soda import cli_plan as _cli_plan  # noqa: E402, F401
 from soda import cli_queue as _cli_queue  # noqa: E402, F401
 from soda import cli_view as _cli_view  # noqa: E402, F401
