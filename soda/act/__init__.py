@@ -67,6 +67,7 @@ def act(
         verdict = _wait_for_person(session, it.number, plan, say)
         if not verdict.approved:
             return ActResult("rejected", verdict.reason)
+        plan = verdict.plan or plan  # the plan as a person edited it (approve --edit)
     session.jail.ensure_available()  # no jail, no agent commands (unless mode = none)
     baseline = milestone_tests(session)
     session.events.emit("act.baseline", {"summary": baseline.summary()})
