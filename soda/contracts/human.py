@@ -7,6 +7,7 @@ from typing import Literal
 from pydantic import model_validator
 
 from soda.contracts.base import Contract
+from soda.contracts.orient import IterationPlan
 
 HumanKind = Literal[
     "correction",
@@ -18,6 +19,7 @@ HumanKind = Literal[
     "resume",
     "stop",
     "cancel",
+    "plan_edit",
 ]
 
 
@@ -27,8 +29,8 @@ class HumanInput(Contract):
     kind: HumanKind
     """correction: guidance in `text`; override: `action` on `task_id` (or a
     constraint in `text`); spec_change: new spec text (`mode` replace or amend);
-    approve / reject: `target` plan or iteration id; pause, resume, stop, cancel:
-    control the loop."""
+    approve / reject: `target` plan or iteration id; plan_edit: approve `target`'s
+    waiting plan as edited in `plan`; pause, resume, stop, cancel: control the loop."""
     text: str | None = None
     """Free text: the correction, the constraint, the new spec, or a reason."""
     action: Literal["skip", "prioritise", "reopen", "close", "constraint"] | None = None
@@ -36,9 +38,11 @@ class HumanInput(Contract):
     task_id: int | None = None
     """For override: the Trace task."""
     target: int | None = None
-    """For approve / reject: the iteration whose plan is meant."""
+    """For approve / reject / plan_edit: the iteration whose plan is meant."""
     mode: Literal["replace", "amend"] | None = None
     """For spec_change: replace the spec with `text`, or append `text` to it."""
+    plan: IterationPlan | None = None
+    """For plan_edit: the edited plan (contract `plan`) to run instead of the waiting one."""
 
     @model_validator(mode="after")
     def _fields_for_kind(self) -> HumanInput:
@@ -47,6 +51,7 @@ class HumanInput(Contract):
             "spec_change": ("text",),
             "approve": ("target",),
             "reject": ("target",),
+            "plan_edit": ("target", "plan"),
             "override": ("action",),
         }
         for name in need.get(self.kind, ()):

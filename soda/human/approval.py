@@ -1,7 +1,13 @@
 """Approval gates: a plan whose riskiest task reaches `[approval] risk_threshold`
 (or a merge the gate may not make on its own) waits for a person
 (`soda approve N` / `soda reject N`, where N is the iteration) and is rejected
-when `[approval] timeout` passes without an answer, or when soda is asked to stop."""
+when `[approval] timeout` passes without an answer, or when soda is asked to stop.
+
+A waiting plan may also be approved as the person edited it (`soda approve N
+--edit`, or a `plan_edit` inbox file): the edit is checked against the plan
+contract and `soda.plan`'s checks (`edit_problems`); a bad one is refused with
+its reason and the original plan goes on waiting, a good one is the plan that runs
+(`Verdict.plan`)."""
 
 from __future__ import annotations
 
@@ -10,9 +16,16 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
+from sqlite_utils import Database
+
 from soda.config import RISK_LEVELS, Config
 from soda.contracts import IterationPlan
 from soda.events import Events
+from soda.human import routing
+from soda.human.routing import Route
+from soda.milestone import milestone_name
+from soda.plan import plan_problems
+from soda.store import tasks
 
 if TYPE_CHECKING:
     from soda.human import HumanQueue
@@ -22,6 +35,18 @@ if TYPE_CHECKING:
 class Verdict:
     approved: bool
     reason: str
+    plan: IterationPlan | None = None
+    """The plan as a person edited it, to run instead of the waiting one."""
+
+
+def edit_problems(plan: IterationPlan, db: Database, config: Config) -> list[str]:
+    """What is wrong with an edited plan: `soda.plan`'s checks against this
+    milestone's Trace tasks and `[plan] max_tasks`, and at least one task."""
+    known = {task.id for task in tasks.of_milestone(db, milestone_name(config))}
+    problems = plan_problems(plan, known, config.plan.max_tasks)
+    if not plan.tasks:
+        problems.append("it has no tasks (to run nothing, reject the plan)")
+    return problems
 
 
 def plan_risk(plan: IterationPlan) -> str:
@@ -62,11 +87,38 @@ def await_approval(
         answer = queue.take_verdict(number, noun)
         if answer is not None:
             return _verdict(events, number, *answer)
+        edited = None if isinstance(subject, str) else _take_edit(queue, config, events, number)
+        if edited is not None:
+            return edited
         if should_stop():
             return _verdict(events, number, False, "soda was asked to stop while waiting")
         if time.monotonic() >= deadline:
             return _verdict(events, number, False, f"no approval within {timeout:.0f}s")
         time.sleep(poll_seconds)
+
+
+def _take_edit(queue: HumanQueue, config: Config, events: Events, number: int) -> Verdict | None:
+    """Take the person's edits of iteration `number`'s plan, oldest first: the first
+    good one approves the plan as edited; a bad one is answered with its problems."""
+    for item in queue.pending():
+        if routing.route(item.payload) is not Route.EDIT or item.payload.target != number:
+            continue
+        plan = item.payload.plan
+        assert plan is not None  # by the contract
+        problems = edit_problems(plan, queue.db, config)
+        if problems:
+            reason = f"edited plan refused: {'; '.join(problems)}; the original plan still waits"
+            queue.mark_applied([item.id], number, reason)
+            events.emit("approval.edit_refused", {"iteration": number, "problems": problems})
+            continue
+        queue.mark_applied([item.id], number, "plan approved as edited")
+        events.emit(
+            "approval.edited",
+            {"iteration": number, "intent": plan.intent, "tasks": [t.id for t in plan.tasks]},
+        )
+        verdict = _verdict(events, number, True, "approved by a person with edits")
+        return Verdict(True, verdict.reason, plan)
+    return None
 
 
 def _verdict(events: Events, number: int, approved: bool, reason: str) -> Verdict:

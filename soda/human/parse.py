@@ -16,8 +16,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, get_args
 
-from soda.contracts import HumanInput, HumanKind, validate
+from soda.contracts import HumanInput, HumanKind, IterationPlan, validate
 from soda.errors import StructuralError, Violation
+from soda.plan import plan_problems
 from soda.store.db import dumps
 
 MAX_BYTES = 256 * 1024
@@ -202,7 +203,20 @@ def _checked(data: Any) -> HumanInput:
         raise Rejection("JSON is nested too deeply") from exc
     if isinstance(result, Violation):
         raise Rejection(f"human_input contract violated at {result.path}: {result.message}")
+    if result.plan is not None:
+        _check_plan(result.plan)
     return result
+
+
+def _check_plan(plan: IterationPlan) -> None:
+    """An edited plan's own shape (keys, dependencies, cycles); its Trace tasks and
+    size are checked against the database when the approval takes it."""
+    own_tasks = {task.task_id for task in plan.tasks if task.task_id is not None}
+    problems = plan_problems(plan, own_tasks, max_tasks=len(plan.tasks))
+    if not plan.tasks:
+        problems.append("it has no tasks (to run nothing, reject the plan)")
+    if problems:
+        raise Rejection(f"edited plan refused: {'; '.join(problems)}")
 
 
 def clip(value: Any, limit: int = 60) -> str:

@@ -6,6 +6,7 @@ its kind (and, for an override, its action):
     SENSE    needs no judgment: applied before ORIENT looks, marked applied
     ORIENT   shown to ORIENT as a human claim, claimed, marked read
     VERDICT  answers a plan or merge that waits for a person's approval
+    EDIT     approves a waiting plan as the person edited it (`approve N --edit`)
     CONTROL  acts on the loop: the daemon takes it while idle, ACT takes a
              `cancel` while a plan runs
 
@@ -26,6 +27,7 @@ class Route(enum.Enum):
     SENSE = "applied at SENSE"
     ORIENT = "claimed by ORIENT"
     VERDICT = "approval verdict"
+    EDIT = "edited plan, approved"
     CONTROL = "control"
 
 
@@ -42,6 +44,7 @@ ROUTES: dict[Key, Route] = {
     ("spec_change", None): Route.SENSE,
     ("approve", None): Route.VERDICT,
     ("reject", None): Route.VERDICT,
+    ("plan_edit", None): Route.EDIT,
     ("pause", None): Route.CONTROL,
     ("resume", None): Route.CONTROL,
     ("stop", None): Route.CONTROL,
