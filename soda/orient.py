@@ -19,6 +19,8 @@ from soda.agents import load_agent
 from soda.contracts import Assessment, Claims, IterationPlan, Orientation, Planning, Verification
 from soda.contracts.orient import LearningVerdict
 from soda.errors import InputError, StructuralError
+from soda.gate import tested
+from soda.gate.runner import TestReport
 from soda.plan import plan_problems
 from soda.session import Session
 from soda.store import learnings
@@ -34,9 +36,14 @@ def orient(session: Session, claims: Claims, number: int) -> Orientation:
     # there, so it is usually in place already). It lives inside state/, so
     # everything outside it (the database included) is out of the tools' reach;
     # only .git inside it needs denying.
-    path = session.checkouts.view(branch_head(session.repo, session.milestone.branch))
+    tip = branch_head(session.repo, session.milestone.branch)
+    path = session.checkouts.view(tip)
     sandbox = Sandbox(path)
-    tools = read_only_tools(sandbox, repo_map_tokens=session.config.context.repo_map_tokens)
+    tools = read_only_tools(
+        sandbox,
+        repo_map_tokens=session.config.context.repo_map_tokens,
+        tests=(lambda: _tip_tests(session, tip), tip),
+    )
     inputs = {"spec": session.spec_text(), "claims": claims}
     known = {task.id for task in session.tracker.list()}
     choice = planning_mode.choose(session, claims)  # [loop] planning: a DAG or one task
@@ -45,6 +52,13 @@ def orient(session: Session, claims: Claims, number: int) -> Orientation:
     else:
         orientation = _split(session, inputs, tools, known, choice.planner_inputs())
     return planning_mode.shape(session, orientation, choice)
+
+
+def _tip_tests(session: Session, tip: str) -> tuple[TestReport, bool]:
+    """The tip's tests for the `run_tests` tool: the gate's cached path, so the
+    same tree is never tested twice (ACT's baseline reuses the result)."""
+    session.jail.ensure_available()
+    return tested(session.config, session.jail, session.db, session.checkouts, tip)
 
 
 def _single(session: Session, inputs: dict, tools: object, known: set[int]) -> Orientation:

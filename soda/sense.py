@@ -28,6 +28,7 @@ from soda.contracts import (
     TaskBrief,
     WorkClaims,
 )
+from soda.evidence import diffstat, json_object, last_act, tip_tests
 from soda.human.write import describe
 from soda.store import agent_calls, human_inputs, learnings, runs
 from soda.trace import SqliteTracker, Task
@@ -81,7 +82,7 @@ def code_claims(inp: SenseInput) -> CodeClaims:
     ]
     # Fewer than the cap: the log listed them all, no count needed.
     total = len(commits) if len(commits) < MAX_COMMITS else int(git.rev_list("--count", span))
-    files, diffstat = _diffstat(git.diff("--numstat", span))
+    files, stat = diffstat(git.diff("--numstat", span), MAX_DIFFSTAT_CHARS)
     return CodeClaims(
         branch=inp.milestone_branch,
         head=head,
@@ -90,7 +91,8 @@ def code_claims(inp: SenseInput) -> CodeClaims:
         commits=commits,
         commits_total=total,
         files_changed=files[:MAX_FILES],
-        diffstat=diffstat,
+        diffstat=stat,
+        tests=tip_tests(inp.db, git, head),
     )
 
 
@@ -101,24 +103,6 @@ def _uncommitted(git: Git) -> list[str]:
     (a git command of the person's own would fail on it meanwhile)."""
     status = git.execute(["git", "--no-optional-locks", "status", "--porcelain"])
     return [line[3:] for line in str(status).splitlines()[:MAX_UNCOMMITTED]]
-
-
-def _diffstat(numstat: str) -> tuple[list[str], str]:
-    """Changed files and a `--stat`-like summary from one `git diff --numstat`
-    (one git call instead of two: SENSE runs every iteration)."""
-    files, lines, added, removed = [], [], 0, 0
-    for row in numstat.splitlines():
-        plus, minus, path = row.split("\t", 2)
-        files.append(path)
-        binary = plus == "-"
-        added += 0 if binary else int(plus)
-        removed += 0 if binary else int(minus)
-        lines.append(f"{path} | {'binary' if binary else f'+{plus} -{minus}'}")
-    summary = [f"{len(files)} files changed, +{added} -{removed}"] if files else []
-    text = "\n".join(lines + summary)
-    if len(text) > MAX_DIFFSTAT_CHARS:
-        text = text[:MAX_DIFFSTAT_CHARS] + "\n[... cut]"
-    return files[:MAX_FILES], text
 
 
 def _brief(task: Task) -> TaskBrief:
@@ -176,6 +160,7 @@ def project_claims(inp: SenseInput) -> ProjectClaims:
             tokens_this_iteration=0,
             max_tokens_per_iteration=budget.max_tokens_per_iteration,
         ),
+        last_act=last_act(inp.db, inp.repo_path, inp.iteration),
         learnings=learnings.active(inp.db, inp.config.context.max_learnings),
     )
 
@@ -293,10 +278,10 @@ def recent_attempts(db: Database, run_id: int, before: int, window: int) -> list
     for number, intent, outcome, act_json, orient_json in rows:
         if not intent:
             continue
-        act = _json_object(act_json)
+        act = json_object(act_json)
         tasks = _task_ids(act.get("tasks"))
         if not tasks:
-            plan = _json_object(orient_json).get("iteration_plan")
+            plan = json_object(orient_json).get("iteration_plan")
             tasks = _task_ids(plan.get("tasks") if isinstance(plan, dict) else None)
         failing = act.get("failing")
         attempts.append(
@@ -309,14 +294,6 @@ def recent_attempts(db: Database, run_id: int, before: int, window: int) -> list
             )
         )
     return attempts
-
-
-def _json_object(text: str | None) -> dict:
-    try:
-        value = json.loads(text) if text else {}
-    except ValueError:
-        return {}
-    return value if isinstance(value, dict) else {}
 
 
 def _task_ids(tasks: object) -> frozenset[int]:

@@ -153,3 +153,21 @@ def window_records(
         " ORDER BY number DESC",
         [*wanted, *wanted, run_id, before, window],
     ).fetchall()
+
+
+def last_act_record(db: Database, before: int, window: int) -> tuple[int, str | None, str] | None:
+    """number, intent and act_json of the newest iteration numbered below `before`
+    that acted, looking only at the last `window` iterations of any run (walking
+    the primary key backwards: the cost does not grow with the history)."""
+    return db.execute(
+        "SELECT number, intent, act_json FROM iterations WHERE id IN"
+        " (SELECT id FROM iterations WHERE number < ? ORDER BY id DESC LIMIT ?)"
+        " AND act_json IS NOT NULL ORDER BY number DESC LIMIT 1",
+        [before, window],
+    ).fetchone()
+
+
+def iteration_outcome(db: Database, iteration_id: int) -> str | None:
+    """The outcome recorded so far for one iteration."""
+    row = db.execute("SELECT outcome FROM iterations WHERE id = ?", [iteration_id]).fetchone()
+    return row[0] if row else None

@@ -29,3 +29,12 @@ def store(db: Database, tree: str, setup: str, commit: str, summary: str, report
             " VALUES (?, ?, ?, ?, ?, ?)",
             [tree, setup, commit, summary, dumps(report), now()],
         )
+
+
+def latest_for_tree(db: Database, tree: str) -> tuple[str, dict] | None:
+    """commit_sha and report of the newest run on `tree`, whatever its setup."""
+    row = db.execute(
+        "SELECT commit_sha, report_json FROM test_results WHERE tree = ? ORDER BY id DESC LIMIT 1",
+        [tree],
+    ).fetchone()
+    return (row[0], json.loads(row[1])) if row else None

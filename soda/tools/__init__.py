@@ -1,6 +1,6 @@
 """What agents may do: read, list and search files, see a map of the repository,
-read git history, and (in a worktree) write, edit and run commands, all confined
-to one directory.
+read git history, run the tests on the milestone tip (ORIENT), and (in a
+worktree) write, edit and run commands, all confined to one directory.
 
 Two toolboxes are built here: `read_only_tools` for ORIENT's agents and
 `worktree_tools` for the executor. The terminal tools (submit, cannot_complete)
@@ -18,6 +18,7 @@ from soda.tools.files import reading_tools, writing_tools
 from soda.tools.git import git_tools
 from soda.tools.repomap import repo_map_tools
 from soda.tools.sandbox import Sandbox, ToolError
+from soda.tools.tests import TestRun, test_tools
 from soda.tools.toolbox import Tool, Toolbox, ToolOutcome, object_schema
 
 DEFAULT_OUTPUT_LIMIT = 20_000
@@ -39,16 +40,19 @@ def read_only_tools(
     repo_dir: Path | None = None,
     output_limit: int = DEFAULT_OUTPUT_LIMIT,
     repo_map_tokens: int = DEFAULT_REPO_MAP_TOKENS,
+    tests: tuple[TestRun, str] | None = None,
 ) -> Toolbox:
-    """read_file, list_files, search_text, repo_map, git_log, git_show, git_diff.
-    Git runs in `repo_dir` (default: the sandbox root); the repository map is about
-    `repo_map_tokens` long (`[context] repo_map_tokens`)."""
+    """read_file, list_files, search_text, repo_map, git_log, git_show, git_diff,
+    and run_tests when `tests` (how to run them, and the commit they run on) is
+    given. Git runs in `repo_dir` (default: the sandbox root); the repository map
+    is about `repo_map_tokens` long (`[context] repo_map_tokens`)."""
     repo = sandbox.root if repo_dir is None else Path(repo_dir)
     return Toolbox(
         [
             *reading_tools(sandbox),
             *repo_map_tools(sandbox, repo_map_tokens),
             *git_tools(sandbox, repo, output_limit),
+            *(test_tools(*tests) if tests else []),
         ]
     )
 
