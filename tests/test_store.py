@@ -172,3 +172,9 @@ def test_pending_inputs_but_some_kinds(tmp_path: Path) -> None:
     rows = human_inputs.pending_except_kinds(db, ("pause", "resume"), 10)
     assert [r[1] for r in rows] == ["correction", "override"]
     assert len(human_inputs.pending_except_kinds(db, ("pause",), 1)) == 1
+
+
+def test_learnings_keep_why_and_when_they_were_retired(tmp_path: Path) -> None:
+    db = open_db(tmp_path / "soda.db")
+    columns = {row[1] for row in db.execute("PRAGMA table_info(learnings)")}
+    assert {"active", "retired_reason", "retired_iteration_id", "retired_at"} <= columns
