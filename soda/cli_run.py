@@ -49,8 +49,10 @@ def drive(
     session: Session, say: Callable[[str], None], once: bool = False
 ) -> tuple[IterationResult, str | None]:
     """Run the loop, printing the milestone branch first and every merge commit
-    as it lands; the result and the last merge commit of this run (or None)."""
-    from soda.loop import run_loop
+    as it lands; the result and the last merge commit of this run (or None).
+    SIGTERM and SIGINT stop it as they stop the daemon (soda.lifecycle)."""
+    from soda.lifecycle import stop_signals
+    from soda.loop import Ending, IterationResult, run_loop
 
     config = session.config
     tip = session.repo.heads[session.milestone.branch].commit.hexsha
@@ -59,7 +61,19 @@ def drive(
         f" tip {tip[:10]})"
     )
     watch = MergeWatch(session, say)
-    result = run_loop(session, watch, once=once)
+
+    def stop_soon() -> None:
+        session.stop_requested = True
+
+    # SIGTERM/SIGINT as for the daemon: the first stops at the next safe point, the
+    # second at once (the commands soda started are killed); the records close.
+    try:
+        with stop_signals(stop_soon):
+            result = run_loop(session, watch, once=once, should_stop=lambda: session.stop_requested)
+    except KeyboardInterrupt:
+        session.finish_run("interrupted", "stopped at once by a second signal")
+        number = session.next_iteration_number() - 1
+        result = IterationResult(number, Ending.INTERRUPTED, "stopped at once by a second signal")
     watch.check()
     return result, (watch.merged[-1] if watch.merged else None)
 

@@ -1,104 +1,50 @@
 """The long-running soda: one instance per repository, woken by files, driven by ticks.
 
     soda start  -> spawns `soda daemon-run` detached (own session, log in state/logs/)
-    daemon-run  -> lock, recover, then: tick (APScheduler) or wake (watchfiles)
-                   -> ingest the inbox -> control inputs -> maybe one iteration
-    soda stop   -> SIGTERM; the daemon stops at the next safe point and exits 0
+                   and returns once it wrote state/daemon.ready (or its reason in
+                   state/daemon.error)
+    daemon-run  -> lock, recover, preflight (provider key, jail), ready; then:
+                   tick (APScheduler) or wake (watchfiles) -> ingest the inbox ->
+                   control inputs -> a free wake (soda.wake) or one iteration
+    soda stop   -> SIGTERM; the daemon stops at the next safe point and exits 0;
+                   after --timeout a second SIGTERM stops it at once
 
 After CONTINUE the daemon iterates again at once. After DONE, STUCK or HALT it
-idles: no model calls and no busy loop, until a file lands in the inbox or the
-spec changes. A transient failure is retried on a later tick. SIGHUP reloads
+closes the run and idles: no model calls and no busy loop, until a file lands in
+the inbox or the spec changes. Each wake with something new starts a run (so the
+per-run budget and iteration count start again); a wake with nothing new is a
+`wake.skipped` event. A transient failure is retried on a later tick. A crash is
+recorded as one (`crashed`, with its error), never as a clean stop. SIGHUP reloads
 soda.toml. The instance lock (`state/soda.lock`, flock) is what makes a second
 start refuse; `state/soda.pid` only says who holds it.
 """
 
 from __future__ import annotations
 
-import contextlib
 import os
 import signal
-import subprocess
-import sys
 import threading
-import time
+import traceback
 from datetime import datetime
 from pathlib import Path
 from typing import Any
 
 from apscheduler.schedulers.background import BackgroundScheduler
 
-from soda.config import Config, load
-from soda.daemon_parts import (
-    in_window,
-    keep_watching,
-    notify,
-    parse_windows,
-    rotate_log,
-)
+from soda.config import load
+from soda.daemon_parts import LOG_NAME, in_window, keep_watching, notify, parse_windows
 from soda.errors import SodaError, UserError
 from soda.events import Events
 from soda.jail import Jail
-from soda.lock import release_lock, running_pid
+from soda.lifecycle import stop_signals, write_error, write_ready
+from soda.lock import release_lock
 from soda.loop import Ending, run_iteration
-from soda.recovery import pid_alive
+from soda.wake import nothing_new
 
-LOG_NAME = "soda.log"
+__all__ = ["LOG_NAME", "SETTLE_SECONDS", "Daemon"]
+
 SETTLE_SECONDS = 0.2
 """A file younger than this may still be open in an editor; ingest waits for it."""
-
-# --- start / stop ----------------------------------------------------
-
-
-def start(config: Config, wait_seconds: float = 10.0) -> int:
-    """Launch the daemon detached and return its pid once it holds the lock."""
-    state = config.state_dir
-    holder = running_pid(state)
-    if holder:
-        raise UserError(f"soda is already running here (pid {holder}); `soda stop` ends it")
-    log_path = state / "logs" / LOG_NAME
-    rotate_log(log_path)
-    with log_path.open("ab") as log:
-        child = subprocess.Popen(
-            [sys.executable, "-m", "soda", "-C", str(config.root), "daemon-run"],
-            cwd=config.root,
-            stdin=subprocess.DEVNULL,
-            stdout=log,
-            stderr=subprocess.STDOUT,
-            start_new_session=True,
-        )
-    deadline = time.monotonic() + wait_seconds
-    while time.monotonic() < deadline:
-        if child.poll() is not None:
-            break
-        if running_pid(state) == child.pid:
-            return child.pid
-        time.sleep(0.05)
-    tail = log_path.read_text(errors="replace")[-2000:] if log_path.exists() else ""
-    if child.poll() is None:
-        child.terminate()
-    raise SodaError(f"the daemon did not come up; end of {log_path}:\n{tail.strip()}")
-
-
-def stop(config: Config, wait_seconds: float = 15.0) -> int | None:
-    """SIGTERM the daemon and wait for it to exit; its pid, or None if none ran."""
-    pid = running_pid(config.state_dir)
-    if pid is None:
-        return None
-    os.kill(pid, signal.SIGTERM)
-    deadline = time.monotonic() + wait_seconds
-    while time.monotonic() < deadline:
-        if running_pid(config.state_dir) is None and not pid_alive(pid):
-            return pid
-        _reap(pid)
-        time.sleep(0.05)
-    raise SodaError(f"soda (pid {pid}) did not stop within {wait_seconds:.0f}s")
-
-
-def _reap(pid: int) -> None:
-    """Collect the daemon if we are its parent (tests start it from this process)."""
-    with contextlib.suppress(ChildProcessError):
-        os.waitpid(pid, os.WNOHANG)
-
 
 # --- the daemon process ---------------------------------------------------------
 
@@ -115,18 +61,44 @@ class Daemon:
         self.spec_changed = False
         self.idle = False
         self.paused = False
-        self.signals = 0
         self.windows = parse_windows(self.config.daemon.windows)
 
     def say(self, line: str) -> None:
         print(f"{datetime.now().isoformat(timespec='seconds')} {line}", flush=True)
 
     def run(self) -> int:
+        """Preflight, then serve until stopped. The exit code: 0 stopped (at a safe
+        point or at once), 2 a person must fix something (said in state/daemon.error
+        when it happened before the daemon was ready), 1 a crash (recorded)."""
+        state = self.config.state_dir
+        signal.signal(signal.SIGHUP, self._reload_soon)
+        with stop_signals(self._stop_soon):
+            try:
+                session = self._preflight()
+            except SodaError as exc:
+                write_error(state, str(exc))
+                self.say(f"soda daemon did not start: {exc}")
+                return exc.exit_code or 1
+            except Exception as exc:
+                write_error(state, f"{type(exc).__name__}: {exc}")
+                self.say(f"soda daemon did not start: {type(exc).__name__}: {exc}")
+                return 1
+            write_ready(state)
+            return self._serve(session)
+
+    def _preflight(self) -> Any:
+        """Lock, recovery, config, the provider's key and the jail: all checked
+        before the daemon says it is ready."""
         from soda.session import Session
 
-        self._install_signals()
-        session = Session.open(self.config)
+        session = Session.open(self.config, start_run=False)
         self.session = session
+        session.jail.ensure_available()
+        if self.stopping.is_set():
+            session.stop_requested = True
+        return session
+
+    def _serve(self, session: Any) -> int:
         scheduler = BackgroundScheduler()
         scheduler.add_job(
             self.wake.set,
@@ -141,17 +113,28 @@ class Daemon:
         watcher = threading.Thread(target=self._watch, name="soda-watch", daemon=True)
         watcher.start()
         self.say(f"soda daemon up (pid {os.getpid()}), milestone {session.milestone.branch}")
+        status, reason, code = "stopped", "daemon stopped", 0
         try:
             while not self.stopping.is_set():
                 self._tick(session)
                 self.wake.wait()
                 self.wake.clear()
+        except KeyboardInterrupt:
+            status, reason = "interrupted", "stopped at once by a second signal"
+        except UserError as exc:
+            status, reason, code = "error", str(exc), exc.exit_code
+            self.say(f"stopped: {exc}")
+        except Exception as exc:  # a bug: recorded as a crash with its error, never "stopped"
+            status, reason, code = "crashed", f"{type(exc).__name__}: {exc}", 1
+            self.say(f"soda daemon crashed: {reason}\n{traceback.format_exc()}")
+            session.events.emit("daemon.crashed", {"error": reason})
         finally:
+            self.stopping.set()
             scheduler.shutdown(wait=False)
-            session.finish_run("stopped", "daemon stopped")
+            session.finish_run(status, reason)  # once: a run closed already stays as it was
             release_lock(self.config.state_dir)
-            self.say("soda daemon stopped")
-        return 0
+            self.say(f"soda daemon {status}")
+        return code
 
     def _tick(self, session: Any) -> None:
         if self.reload_requested:
@@ -167,14 +150,24 @@ class Daemon:
             return
         if not in_window(self.windows, datetime.now()):
             return
+        skip = nothing_new(session)
+        if skip is not None:  # a free wake: no run, no iteration, no model call
+            session.events.emit("wake.skipped", {"reason": skip})
+            self.say(f"wake skipped: {skip}")
+            self.idle = True
+            return
+        if session.run_ended:
+            session.start_run()  # one run per wake: its budget and count start from 0
         result = run_iteration(session, self.say)
         if result.ending is Ending.CONTINUE:
             self.wake.set()  # more work: go again without waiting for a tick
         elif result.ending in (Ending.DONE, Ending.STUCK, Ending.HALT):
+            session.finish_run(result.ending.value, result.reason)
             self.idle = True
             self.say(f"{result.ending.name}: {result.reason}; idle until a person writes")
             notify(self.config, result.ending.name, result.number, result.reason, session.events)
         elif result.ending is Ending.INTERRUPTED:
+            session.finish_run("interrupted", result.reason)
             self.stopping.set()
 
     def _apply_control(self, session: Any) -> None:
@@ -270,21 +263,14 @@ class Daemon:
         except Exception as exc:  # the log line above is the record
             self.say(f"watcher: could not record the event: {exc}")
 
-    def _install_signals(self) -> None:
-        def stop(signum: int, frame: object) -> None:
-            self.signals += 1
-            if self.signals > 1:
-                raise KeyboardInterrupt  # a second signal: stop now
-            self.stopping.set()
-            session = getattr(self, "session", None)
-            if session is not None:
-                session.stop_requested = True
-            self.wake.set()
+    def _stop_soon(self) -> None:
+        """The first SIGTERM/SIGINT: stop at the next safe point (soda.lifecycle)."""
+        self.stopping.set()
+        session = getattr(self, "session", None)
+        if session is not None:
+            session.stop_requested = True
+        self.wake.set()
 
-        def reload(signum: int, frame: object) -> None:
-            self.reload_requested = True
-            self.wake.set()
-
-        signal.signal(signal.SIGTERM, stop)
-        signal.signal(signal.SIGINT, stop)
-        signal.signal(signal.SIGHUP, reload)
+    def _reload_soon(self, signum: int, frame: object) -> None:
+        self.reload_requested = True
+        self.wake.set()

@@ -1,8 +1,12 @@
-"""The daemon's small parts: log rotation, notifications, working windows and
-the watcher's restart loop (soda.daemon puts them together)."""
+"""The daemon's small parts: log rotation, notifications, working windows, the
+watcher's restart loop and killing a soda's process tree (soda.daemon puts them
+together)."""
 
 from __future__ import annotations
 
+import contextlib
+import os
+import signal
 import threading
 import time
 from collections.abc import Callable
@@ -11,11 +15,15 @@ from pathlib import Path
 
 from apscheduler.triggers.cron import CronTrigger
 
+from soda import proc
 from soda.config import Config
 from soda.errors import ConfigError
 from soda.events import Events
+from soda.lifecycle import read_activity
 from soda.proc import run as run_command
 
+LOG_NAME = "soda.log"
+"""The daemon's log, in state/logs/."""
 LOG_KEEP = 3
 LOG_MAX_BYTES = 5 * 1024 * 1024
 
@@ -30,6 +38,15 @@ def rotate_log(path: Path) -> None:
         if older.exists():
             older.replace(path.with_name(f"{path.name}.{n + 1}"))
     path.replace(path.with_name(f"{path.name}.1"))
+
+
+def kill_tree(pid: int, state: Path) -> None:
+    """SIGKILL a soda, every process below it and the commands its activity file names."""
+    _, commands = read_activity(state)
+    for member in [*proc.descendants(pid), pid]:
+        with contextlib.suppress(ProcessLookupError, PermissionError):
+            os.kill(member, signal.SIGKILL)
+    proc.kill_leftovers(commands)
 
 
 # --- notifications -------------------------------------------------------------

@@ -13,6 +13,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from soda.act import act
+from soda.budget import check_before_iteration
 from soda.context import Iteration, IterationRecord
 from soda.decide import Decision, Kind
 from soda.errors import (
@@ -28,6 +29,7 @@ from soda.phases import decide_phase, orient_phase, sense_phase, spec_state
 from soda.session import Session
 from soda.store import runs
 from soda.store.db import dumps
+from soda.wake import fingerprint
 
 
 class Ending(enum.Enum):
@@ -78,15 +80,20 @@ def iterate(session: Session, it: Iteration, say: Printer) -> Decision:
 
 
 def run_iteration(session: Session, say: Printer) -> IterationResult:
-    """One iteration with its record, whatever happens inside it."""
+    """One iteration with its record, whatever happens inside it. A stop asked for
+    by a signal ends it as `interrupted` (unless it merged or found DONE first);
+    an error nobody classified is recorded as `crashed` with its text and raised."""
     it = session.begin_iteration()
     record = it.record
     say(f"iteration {it.number}")
     try:
+        check_before_iteration(session.config, session.db)  # no paid call to learn it
         decision = iterate(session, it, say)
         ending = {Kind.DONE: Ending.DONE, Kind.STUCK: Ending.STUCK, Kind.CONTINUE: Ending.CONTINUE}[
             decision.kind
         ]
+        if session.stop_requested and ending is not Ending.DONE:
+            return _interrupted(session, record, "stopped by a signal", say)
         return IterationResult(record.number, ending, decision.reason)
     except BudgetExhausted as exc:
         record.save(decision="STUCK", decision_reason=str(exc), outcome="budget")
@@ -106,16 +113,40 @@ def run_iteration(session: Session, say: Printer) -> IterationResult:
         session.finish_run("error", str(exc))
         raise
     except Interrupted as exc:
-        record.save(outcome="interrupted", error=str(exc))
-        say(f"interrupted: {exc}")
-        return IterationResult(record.number, Ending.INTERRUPTED, str(exc))
+        return _interrupted(session, record, str(exc), say)
     except KeyboardInterrupt:
-        record.save(outcome="interrupted", error="interrupted by a signal")
-        session.finish_run("interrupted", "interrupted by a signal")
+        record.save(outcome="interrupted", error="stopped at once by a second signal")
+        session.finish_run("interrupted", "stopped at once by a second signal")
+        raise
+    except Exception as exc:
+        error = f"{type(exc).__name__}: {exc}"
+        record.save(outcome="crashed", error=error)
+        session.finish_run("crashed", error)
+        session.events.emit("crash", {"error": error})
         raise
     finally:
         session.human.release_claims()
         record.finish(session.recorder)
+        _keep_fingerprint(session, record)
+
+
+def _interrupted(
+    session: Session, record: IterationRecord, reason: str, say: Printer
+) -> IterationResult:
+    """A signal stopped the iteration: recorded as interrupted, unless what it did
+    already landed (a merge stays merged)."""
+    if runs.iteration_outcome(session.db, record.id) != "merged":
+        record.save(outcome="interrupted", error=reason)
+    say(f"interrupted: {reason}")
+    return IterationResult(record.number, Ending.INTERRUPTED, reason)
+
+
+def _keep_fingerprint(session: Session, record: IterationRecord) -> None:
+    """What ORIENT would see next, stored as the iteration ends (see soda.wake)."""
+    try:
+        record.save(fingerprint=fingerprint(session))
+    except Exception as exc:  # never worth failing an iteration: the next wake just pays
+        session.events.emit("wake.fingerprint_failed", {"error": f"{type(exc).__name__}: {exc}"})
 
 
 def _record_halt(session: Session, record: IterationRecord, exc: StructuralError) -> None:

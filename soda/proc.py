@@ -6,6 +6,12 @@ bounded however much the child prints (head and tail survive, the middle is
 counted and cut), and reports a non-zero exit as data, never as an exception.
 `scrubbed_env` is the environment a child gets by default: ours minus anything
 that looks like a credential, so an agent's `env` or `printenv` cannot leak keys.
+
+Every child's group is registered while it runs (`live_commands`): a stop can say
+what it waits for, `kill_live` ends them all at once (a second signal), an
+exception in the waiting thread (Ctrl-C) kills the group before it propagates,
+and an observer (the session's activity file) hears each change, so a restart
+after a `kill -9` can end what the dead soda left running (`kill_leftovers`).
 """
 
 from __future__ import annotations
@@ -19,7 +25,7 @@ import signal
 import subprocess
 import threading
 import time
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -41,6 +47,77 @@ _SECRET_NAME = re.compile(
 )
 # Set by a parent pytest; a child pytest (the project's own tests) must not inherit them.
 _PARENT_PYTEST = frozenset({"PYTEST_ADDOPTS", "PYTEST_CURRENT_TEST"})
+
+
+@dataclass(frozen=True)
+class LiveCommand:
+    """A command soda started that is still running: its process group, the
+    command as the caller gave it (inside the jail's wrapper), when it started
+    (wall clock) and the group leader's start time in clock ticks since boot
+    (`/proc/PID/stat`), which tells the group apart from a later one reusing its id."""
+
+    pgid: int
+    command: str
+    started: float
+    ticks: int | None
+
+
+_live: dict[int, LiveCommand] = {}
+_live_lock = threading.Lock()
+_observer: Callable[[list[LiveCommand]], None] | None = None
+
+
+def observe(observer: Callable[[list[LiveCommand]], None] | None) -> None:
+    """Call `observer(live_commands())` whenever a command starts or ends (one
+    observer per process: the session that runs the loop)."""
+    global _observer
+    _observer = observer
+
+
+def live_commands() -> list[LiveCommand]:
+    with _live_lock:
+        return sorted(_live.values(), key=lambda c: c.started)
+
+
+def kill_live() -> int:
+    """SIGKILL the group of every command still running; how many there were."""
+    live = live_commands()
+    for command in live:
+        _signal_group(command.pgid, signal.SIGKILL)
+    return len(live)
+
+
+def kill_leftovers(commands: list[LiveCommand]) -> int:
+    """SIGKILL the groups a dead soda left running (read back from its activity
+    file): only groups whose leader is still the same process (same start time),
+    never a later group that reuses the id. How many were killed."""
+    killed = 0
+    for command in commands:
+        if command.ticks is not None and start_ticks(command.pgid) == command.ticks:
+            _signal_group(command.pgid, signal.SIGKILL)
+            killed += 1
+    return killed
+
+
+def start_ticks(pid: int) -> int | None:
+    """The process's start time in clock ticks since boot (None if gone or not Linux)."""
+    try:
+        with open(f"/proc/{pid}/stat", encoding="ascii", errors="replace") as f:
+            return int(f.read().rsplit(")", 1)[1].split()[19])
+    except (OSError, IndexError, ValueError):
+        return None
+
+
+def _changed(pgid: int, command: LiveCommand | None) -> None:
+    with _live_lock:
+        if command is None:
+            _live.pop(pgid, None)
+        else:
+            _live[pgid] = command
+    observer = _observer
+    if observer is not None:
+        with contextlib.suppress(Exception):  # an activity file is never worth a failure
+            observer(live_commands())
 
 
 @dataclass(frozen=True)
@@ -104,7 +181,16 @@ def run(
     capture = _Capture(output_limit)
     reader = threading.Thread(target=capture.drain, args=(proc.stdout,), daemon=True)
     reader.start()
-    timed_out = _wait_or_kill(proc, max(timeout, 0.0))
+    _changed(proc.pid, LiveCommand(proc.pid, _label(argv), time.time(), start_ticks(proc.pid)))
+    try:
+        timed_out = _wait_or_kill(proc, max(timeout, 0.0))
+    except BaseException:  # Ctrl-C or a stop at once: nothing the command started survives
+        _signal_group(proc.pid, signal.SIGKILL)
+        with contextlib.suppress(Exception):
+            proc.wait(KILL_GRACE_S)
+        raise
+    finally:
+        _changed(proc.pid, None)
     reader.join(READER_GRACE_S)
     return CommandResult(
         command=_display(command),
@@ -165,6 +251,27 @@ def _group_running(pgid: int) -> bool:
     return False
 
 
+def descendants(pid: int) -> list[int]:
+    """Every live process below `pid`, read from /proc (none elsewhere)."""
+    proc_dir = Path("/proc")
+    children: dict[int, list[int]] = {}
+    for entry in proc_dir.iterdir() if proc_dir.is_dir() else []:
+        if not entry.name.isdigit():
+            continue
+        try:
+            fields = (entry / "stat").read_text(errors="replace").rsplit(")", 1)[1].split()
+        except (OSError, IndexError):
+            continue  # exited while we looked
+        children.setdefault(int(fields[1]), []).append(int(entry.name))
+    found: list[int] = []
+    todo = [pid]
+    while todo:
+        for child in children.get(todo.pop(), []):
+            found.append(child)
+            todo.append(child)
+    return found
+
+
 def _signal_group(pgid: int, sig: signal.Signals) -> None:
     # ESRCH: the group is already gone; EPERM: only zombies of another owner remain.
     with contextlib.suppress(ProcessLookupError, PermissionError):
@@ -217,6 +324,16 @@ class _Capture:
         tail = whole[-tail_len:] if tail_len else ""
         cut = total - head_len - tail_len
         return f"{whole[:head_len]}\n[... {cut} characters cut ...]\n{tail}"
+
+
+def _label(argv: list[str]) -> str:
+    """The command as its caller wrote it: what follows the jail's `bwrap ... --`
+    and `/bin/sh -c`."""
+    if argv and Path(argv[0]).name == "bwrap" and "--" in argv:
+        argv = argv[argv.index("--") + 1 :]
+    if len(argv) > 2 and argv[1] == "-c" and argv[0].endswith("sh"):
+        return argv[2]
+    return shlex.join(argv)
 
 
 def _display(command: str | list[str]) -> str:

@@ -8,7 +8,6 @@ from typing import Any
 from sqlite_utils import Database
 
 from soda.config import Config
-from soda.errors import BudgetExhausted
 from soda.events import Events
 from soda.llm.base import ModelResponse, safe_response
 from soda.store import agent_calls
@@ -71,17 +70,8 @@ class CallRecorder:
         return agent_calls.run_cost(self.db, self.run_id)
 
     def _check_budget(self) -> None:
-        budget = self.config.budget
-        spent = self.run_cost()
-        if spent > budget.max_cost_usd:
-            raise BudgetExhausted(
-                f"budget exhausted: spent ${spent:.4f} of max_cost_usd ${budget.max_cost_usd:.4f} "
-                "([budget] in soda.toml); raise it to continue"
-            )
-        tokens = self.tokens_in + self.tokens_out
-        if tokens > budget.max_tokens_per_iteration:
-            raise BudgetExhausted(
-                f"budget exhausted: this iteration used {tokens:,} tokens, over "
-                f"max_tokens_per_iteration {budget.max_tokens_per_iteration:,} "
-                "([budget] in soda.toml)"
-            )
+        """BudgetExhausted once this run's, today's or this iteration's budget is
+        passed (soda.budget says which, and how to raise or reset it)."""
+        from soda.budget import check
+
+        check(self.config, self.db, self.run_cost(), self.tokens_in + self.tokens_out)

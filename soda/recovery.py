@@ -4,7 +4,8 @@ Every phase boundary is already in the database, so recovery only has to close
 what was left open: iterations without an end are marked aborted (with the phase
 they died in), runs whose process is gone are marked aborted, leftover worktrees
 are removed, claimed human inputs go back to pending and inbox files stranded
-mid-claim are put back.
+mid-claim are put back, and the commands the dead process still had running
+(its `state/activity.json`) are killed.
 
 The milestone branch itself needs nothing: soda moves it only by compare-and-swap
 after a passing gate, so it never points at an ungated commit. But the database
@@ -38,6 +39,7 @@ from soda.errors import InputError
 from soda.events import Events
 from soda.git import SODA_IDENTITY
 from soda.human import HumanQueue
+from soda.lifecycle import kill_leftovers
 from soda.store import runs
 from soda.store import tasks as task_rows
 from soda.store.db import now
@@ -69,6 +71,8 @@ class RecoveryReport:
     """Tasks left in_progress by an iteration that did not finish, back to open."""
     branches_deleted: int
     """soda-work/* branches of ended iterations."""
+    processes_killed: int = 0
+    """Process groups of commands (test runs, agents' commands) a dead soda left running."""
 
     @property
     def anything(self) -> bool:
@@ -82,6 +86,7 @@ class RecoveryReport:
             or self.tasks_closed
             or self.tasks_reopened
             or self.branches_deleted
+            or self.processes_killed
         )
 
 
@@ -100,6 +105,7 @@ def pid_alive(pid: int | None) -> bool:
 def recover(config: Config, db: Database, repo: Repo, events: Events) -> RecoveryReport:
     # Merges first: an iteration whose merge landed is recorded as merged (and
     # ended), so the next step does not call it aborted.
+    processes_killed = kill_leftovers(config.state_dir, pid_alive)  # before their worktrees go
     merges_recorded, tasks_closed = record_landed_merges(db, repo)
     dead_runs = [
         run_id for run_id, pid in runs.running(db) if pid != os.getpid() and not pid_alive(pid)
@@ -117,6 +123,7 @@ def recover(config: Config, db: Database, repo: Repo, events: Events) -> Recover
         tasks_closed=tasks_closed,
         tasks_reopened=_reopen_stuck_tasks(db),
         branches_deleted=_delete_work_branches(repo),
+        processes_killed=processes_killed,
     )
     if report.anything:
         events.emit("recovery", report.__dict__)

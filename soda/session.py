@@ -16,6 +16,7 @@ import git
 from git import Repo
 from sqlite_utils import Database
 
+from soda import proc
 from soda.checkouts import Checkouts
 from soda.clock import SystemClock
 from soda.config import Config
@@ -25,6 +26,7 @@ from soda.events import Events
 from soda.git import open_repo
 from soda.human import HumanQueue
 from soda.jail import Jail
+from soda.lifecycle import ActivityFile
 from soda.llm import make_model
 from soda.llm.base import Model
 from soda.lock import acquire_lock
@@ -74,34 +76,25 @@ class Session:
     iterations_in_run: int = 0
     stop_requested: bool = False
     """Set by a signal: stop at the next safe point."""
+    run_ended: bool = True
+    """No run is open: none started yet, or its record is closed (the daemon starts
+    another at its next wake)."""
 
     @classmethod
-    def open(cls, config: Config, model: Model | None = None) -> Session:
+    def open(cls, config: Config, model: Model | None = None, start_run: bool = True) -> Session:
+        """Lock, recover, start or resume the milestone and (unless `start_run` is
+        False: the daemon starts one per wake) record a run."""
         repo = open_repo(config.root)
         acquire_lock(config.state_dir)  # one soda per repository, daemon or foreground
         db = open_db(config.db_path)
         events = Events(db, config.state_dir / "logs" / "events.jsonl")
         recover(config, db, repo, events)
+        proc.observe(ActivityFile(config.state_dir))  # what `soda stop` waits for
         model = model or make_model(config, events.emit)
         tracker = SqliteTracker(db, milestone_name(config))
         milestone = start_milestone(config, repo, tracker)
-        run_id = runs.start_run(
-            db,
-            {
-                "spec_path": config.project.spec,
-                "milestone": milestone.name,
-                "milestone_branch": milestone.branch,
-                "base_branch": config.project.base_branch,
-                "base_commit": milestone.base_commit,
-                "provider": model.provider,
-                "pid": os.getpid(),
-            },
-        )
-        events.run_id = run_id
         recorder = CallRecorder(db, config, model.provider, events)
-        recorder.run_id = run_id
         runner = AgentRunner(model, config, recorder)
-        events.emit("run.start", {"milestone": milestone.branch, "provider": model.provider})
         session = cls(
             config,
             repo,
@@ -112,13 +105,39 @@ class Session:
             recorder,
             runner,
             milestone,
-            run_id,
+            0,
             Jail.for_config(config, Path(repo.git_dir)),
             Checkouts(repo, config.state_dir / "worktrees"),
             HumanQueue(config.state_dir, db, events),
         )
         runner.should_stop = lambda: session.stop_requested
+        if start_run:
+            session.start_run()
         return session
+
+    def start_run(self) -> None:
+        """Record a new run: `soda run` has one; the daemon starts one per wake, so
+        the per-run budget and the iteration count start again from 0."""
+        milestone = self.milestone
+        self.run_id = runs.start_run(
+            self.db,
+            {
+                "spec_path": self.config.project.spec,
+                "milestone": milestone.name,
+                "milestone_branch": milestone.branch,
+                "base_branch": self.config.project.base_branch,
+                "base_commit": milestone.base_commit,
+                "provider": self.model.provider,
+                "pid": os.getpid(),
+            },
+        )
+        self.events.run_id = self.run_id
+        self.recorder.run_id = self.run_id
+        self.iterations_in_run = 0
+        self.run_ended = False
+        self.events.emit(
+            "run.start", {"milestone": milestone.branch, "provider": self.model.provider}
+        )
 
     def spec_text(self) -> str:
         return self.config.spec_path.read_text(encoding="utf-8")
@@ -128,6 +147,11 @@ class Session:
         return self.max_iterations or self.config.loop.max_iterations
 
     def finish_run(self, status: str, reason: str) -> None:
+        """Close the run's record (once: a later call, e.g. on the way out after a
+        record was already closed as interrupted, changes nothing)."""
+        if self.run_ended:
+            return
+        self.run_ended = True
         self.checkouts.remove_all()
         runs.finish_run(self.db, self.run_id, status, reason)
         self.events.emit("run.end", {"status": status, "reason": reason})

@@ -216,3 +216,21 @@ def m004_learning_verdicts(db: Database) -> None:
         ALTER TABLE learnings ADD COLUMN retired_at TEXT;
         """
     )
+
+
+@migration
+def m003_budgets(db: Database) -> None:
+    """Budgets with a clear scope and wakes that cost nothing: `budget_resets`
+    records when `soda budget reset` made today's spend count again from zero, and
+    `iterations.fingerprint` keeps what ORIENT would see after each iteration, so
+    a daemon wake with nothing new makes no model call."""
+    db.conn.executescript(
+        """
+        CREATE TABLE budget_resets (
+            id INTEGER PRIMARY KEY,
+            budget TEXT NOT NULL,
+            created_at TEXT NOT NULL
+        );
+        ALTER TABLE iterations ADD COLUMN fingerprint TEXT;
+        """
+    )
