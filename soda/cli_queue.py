@@ -1,4 +1,4 @@
-"""The queue commands: tell, approve, reject, pause, resume, cancel.
+"""The queue commands: tell, approve (also --edit), reject, pause, resume, cancel.
 
 Each writes one human input to state/inbox/ for soda to read at its next SENSE;
 they register on `soda.cli.app` (which imports this module last).
@@ -90,16 +90,36 @@ def tell(
 def approve(
     ctx: typer.Context,
     iteration: Annotated[int, typer.Argument(help="Iteration whose plan you approve.")],
+    edit: Annotated[
+        bool,
+        typer.Option(
+            "--edit", help="Edit the waiting plan (JSON) in $VISUAL or $EDITOR, then approve it."
+        ),
+    ] = False,
 ) -> None:
     """Approve the risky plan (or held merge) of an iteration that waits for you.
 
     Refused for an iteration that has ended or does not exist; the next
-    iteration may be approved before it starts.
+    iteration may be approved before it starts. With --edit, the waiting plan
+    opens in your editor as JSON; the edit is checked (plan contract, task keys,
+    dependencies, cycles, Trace tasks, [plan] max_tasks) and a bad one is refused
+    with the reason, the original plan still waiting.
 
-    Example: soda approve 7
+    Example: soda approve 7 --edit
     """
-    note = _check_verdict_target(_project(ctx), iteration, "approve")
-    _queue(ctx, note, kind="approve", target=iteration)
+    project = _project(ctx)
+    note = _check_verdict_target(project, iteration, "approve")
+    if not edit:
+        _queue(ctx, note, kind="approve", target=iteration)
+        return
+    from soda.plan_edit import edit_plan, waiting_plan
+
+    original = waiting_plan(project.db, iteration)
+    edited = edit_plan(original, project.db, project.config)
+    if edited == original:
+        _queue(ctx, "the plan is unchanged: approved as it is", kind="approve", target=iteration)
+        return
+    _queue(ctx, note, kind="plan_edit", target=iteration, plan=edited.model_dump(mode="json"))
 
 
 @app.command()
