@@ -15,7 +15,7 @@ import tempfile
 from collections.abc import Callable
 from pathlib import Path
 
-from soda.config import CONFIG_NAME, Config, ModelConfig, ProjectConfig, load
+from soda.config import CONFIG_NAME, ActConfig, Config, ModelConfig, ProjectConfig, load
 from soda.errors import InputError
 from soda.git import commit_all, init_repo
 from soda.init import init_project
@@ -45,6 +45,9 @@ def prepare(directory: Path) -> Path:
         model=ModelConfig(
             provider="scripted", script=SCRIPT_PATH, strong="scripted", fast="scripted"
         ),
+        # The script answers in order: a retry of a failed task would ask it for
+        # answers it does not have.
+        act=ActConfig(task_retries=0),
     )
     repo = init_repo(directory)
     init_project(directory, config)

@@ -126,6 +126,10 @@ class Workspace:
             return True
         return False
 
+    def diff_stat(self) -> str:
+        """What the branch changed since its fork point (`git diff --stat`)."""
+        return self._in("diff", "--stat", self.fork_point, self.head(), "--")
+
     def reset_to(self, commit: str) -> None:
         """Throw away everything since `commit` (a task that gave up)."""
         self._in("reset", "-q", "--hard", commit)

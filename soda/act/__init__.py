@@ -1,14 +1,18 @@
-"""ACT: run the executor over the plan in a worktree, then gate and merge.
+"""ACT: run the plan's tasks, each in a worktree of its own, and land what passes the gate.
 
     baseline  the milestone tip's tests on a clean checkout (cached by tree id)
-    execute   execute.execute_plan, one executor run per task, a commit per task
-    finalize  catch up with the milestone, write the merge commit, test *that
-              commit* on a clean checkout, gate, compare-and-swap the ref
+    execute   execute.execute_plan: the plan's batches, the tasks of a batch at
+              the same time (`act.max_parallel_tasks`), the smart cascade
+    task      task.PlanRun: per task, executor runs on a fresh worktree, a commit,
+              then the merge (one task at a time), the retries
+    merge     merge.merge_task: catch up with the milestone, write the merge
+              commit, test *that commit* on a clean checkout, gate against the
+              tip, compare-and-swap the ref
 
-Agent commands and test runs execute in the jail (`soda.jail`). The work tree
-comes from the checkout pool (`soda.checkouts`) and is released, its branch
-deleted, whatever happened. Trace learns the result: completed tasks close only
-when their work merged.
+Agent commands and test runs execute in the jail (`soda.jail`). Work trees come
+from the checkout pool (`soda.checkouts`) and go back, their branches deleted,
+whatever happened. Trace learns the result: a task closes only when its work
+merged.
 """
 
 from __future__ import annotations
@@ -18,32 +22,37 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from soda.act.execute import ExecutionReport, TaskOutcome, execute_plan
-from soda.agents import load_agent
-from soda.context import Iteration, TaskScope
-from soda.contracts import ExecuteResult, IterationPlan
-from soda.errors import GitError, InputError, StructuralError
-from soda.gate import milestone_tests, tested
-from soda.gate.rules import GateResult, gate, infrastructure_changes
-from soda.gate.runner import TestReport, report_kind
+from soda.act.task import PlanRun, TaskWaiting, skipped_recorder
+from soda.context import Iteration
+from soda.contracts import IterationPlan
+from soda.errors import InputError, StructuralError
+from soda.gate import milestone_tests
+from soda.gate.rules import GateResult, gate
+from soda.gate.runner import TestReport
 from soda.human.approval import Verdict, await_approval, needs_approval
 from soda.session import Session
-from soda.store import learnings
-from soda.tools import worktree_tools
-from soda.tools.sandbox import Sandbox
-from soda.workspace import Workspace, land, prepare_merge
+
+__all__ = ["ActResult", "TaskOutcome", "TaskWaiting", "act"]
+
+FAILURE_ORDER = ("rejected", "gate_failed", "conflict")
+"""Which failure names an iteration in which nothing merged, most telling first."""
 
 
 @dataclass
 class ActResult:
     outcome: str
-    """merged, no_changes, gate_failed, rejected, conflict, or nothing_completed."""
+    """merged (at least one task landed), no_changes, gate_failed, rejected,
+    conflict, or nothing_completed."""
     detail: str
     merged_commit: str | None = None
+    """The last merge that landed (the milestone tip after ACT)."""
+    merged_commits: list[str] = field(default_factory=list)
+    """Every merge that landed, one per task, in landing order."""
     baseline: str = ""
     after: str = ""
     tasks: list[dict[str, object]] = field(default_factory=list)
     failing: dict[str, str] = field(default_factory=dict)
-    """Tests failing after the change that the gate held against it, with the
+    """Tests failing after a change that the gate held against it, with the
     first lines of each failure."""
 
     def to_json(self) -> dict[str, object]:
@@ -51,6 +60,7 @@ class ActResult:
             "outcome": self.outcome,
             "detail": self.detail,
             "merged_commit": self.merged_commit,
+            "merged_commits": self.merged_commits,
             "baseline": self.baseline,
             "after": self.after,
             "tasks": self.tasks,
@@ -72,22 +82,62 @@ def act(
     baseline = milestone_tests(session)
     session.events.emit("act.baseline", {"summary": baseline.summary()})
     _check_baseline(baseline)
-    branch = f"soda-work/{session.milestone.name}/iter-{it.number}"
-    ws = session.checkouts.work(session.milestone.branch, branch)
-    session.events.emit("act.workspace", {"path": str(ws.path), "branch": ws.branch})
-    try:
-        report = execute_plan(
-            plan,
-            lambda task, missing: _run_task(
-                session, plan, TaskScope(it, task, ws, baseline, missing)
-            ),
-            lambda: _cancelled(session, it),
-        )
-        result = _finalize(session, ws, plan, report, baseline, it.number, say)
-        _record_trace(session, report, result, it.id)
-        return result
-    finally:
-        session.checkouts.release(ws)
+    run = PlanRun(
+        session, it, plan, baseline, lambda verdict: _ask_person(session, it.number, verdict, say)
+    )
+    report = execute_plan(
+        plan,
+        run.run_task,
+        run.cancelled,
+        max_parallel=session.config.act.max_parallel_tasks,
+        on_skip=skipped_recorder(session, it),
+        stop=run.abort.set,
+    )
+    result = _result(report, baseline)
+    for outcome in report.merged:
+        say(f"act: merged {outcome.task.id} ({outcome.task.title}) in {outcome.merged_commit}")
+    _record_trace(session, report, it.id)
+    return result
+
+
+def _result(report: ExecutionReport, baseline: TestReport) -> ActResult:
+    """One result for the iteration: `merged` when any task landed, else the most
+    telling failure; the per-task story is in `tasks`."""
+    outcomes = report.outcomes
+    merged = report.merged
+    failed = [o for o in outcomes if o.status == "failed"]
+    last = next((o for o in reversed(outcomes) if o.after), None)
+    failing: dict[str, str] = {}
+    for o in failed:
+        failing.update(o.failing)
+    if merged:
+        outcome = "merged"
+        lines = [f"merged {len(merged)} of {len(outcomes)} tasks"]
+    elif failed:
+        kinds = {o.failure for o in failed}
+        outcome = next(kind for kind in FAILURE_ORDER if kind in kinds)
+        lines = []
+    elif report.completed:
+        outcome, lines = "no_changes", ["tasks finished without changing files"]
+    else:
+        outcome, lines = "nothing_completed", ["no task finished"]
+    lines += [f"{o.task.id}: {o.failure}: {o.reason}" for o in failed]
+    if len(outcomes) > 1 or not (merged or failed):
+        lines += [f"{o.task.id}: {o.status}: {o.reason}" for o in outcomes if _noted(o)]
+    return ActResult(
+        outcome,
+        "; ".join(lines) if len(outcomes) > 1 else (failed[0].reason if failed else lines[0]),
+        merged_commit=merged[-1].merged_commit if merged else None,
+        merged_commits=[o.merged_commit for o in merged if o.merged_commit],
+        baseline=baseline.summary(),
+        after=last.after if last else "",
+        tasks=report.to_json(),
+        failing=dict(sorted(failing.items())[:20]),
+    )
+
+
+def _noted(outcome: TaskOutcome) -> bool:
+    return outcome.status in ("gave_up", "skipped", "cancelled", "waiting")
 
 
 def _check_baseline(baseline: TestReport) -> None:
@@ -118,124 +168,6 @@ def _wait_for_person(
     )
 
 
-def _cancelled(session: Session, it: Iteration) -> bool:
-    """Checked before each task: a signal, or a `cancel` that arrived meanwhile."""
-    if it.cancel_requested or session.stop_requested:
-        return True
-    if session.human.take_cancel(it.number):
-        it.cancel_requested = True
-    return it.cancel_requested
-
-
-def _run_task(session: Session, plan: IterationPlan, scope: TaskScope) -> TaskOutcome:
-    task, ws, baseline = scope.task, scope.workspace, scope.baseline
-    before = ws.head()
-    sandbox = Sandbox(ws.path)  # outside the worktree (state/ included) is out of reach
-    tools = worktree_tools(
-        sandbox,
-        session.config.act.command_timeout,
-        session.config.act.output_limit,
-        jail=session.jail,
-        repo_map_tokens=session.config.context.repo_map_tokens,
-    )
-    task_input = task.model_dump(mode="json")
-    if scope.missing:
-        task_input["note"] = f"dependencies {scope.missing} did not finish; work with what exists"
-    session.events.emit(
-        "act.task.start", {"key": task.id, "task_id": task.task_id, "title": task.title}
-    )
-    if task.task_id is not None:
-        session.tracker.start(task.task_id)
-    answer = session.runner.run(
-        load_agent("executor"),
-        {
-            "spec": session.spec_text(),
-            "task": task_input,
-            "plan": plan,
-            "learnings": learnings.active(session.db) or "(none yet)",
-            "baseline": f"{baseline.summary()}\n\n{baseline.output[-3000:]}",
-        },
-        tools,
-    )
-    if answer.output is None:
-        ws.reset_to(before)
-        session.events.emit("act.task.gave_up", {"key": task.id, "reason": answer.gave_up})
-        return TaskOutcome(task, "gave_up", reason=answer.gave_up or "")
-    result = answer.output
-    assert isinstance(result, ExecuteResult)
-    commit = ws.commit_all(f"{task.title}\n\n{result.summary}\n\nSoda-Task: {task.task_id}")
-    session.events.emit("act.task.done", {"key": task.id, "commit": commit})
-    return TaskOutcome(task, "completed", result=result, commit=commit)
-
-
-def _finalize(
-    session: Session,
-    ws: Workspace,
-    plan: IterationPlan,
-    report: ExecutionReport,
-    baseline: TestReport,
-    number: int,
-    say: Callable[[str], None],
-) -> ActResult:
-    tasks = report.to_json()
-
-    def ended(outcome: str, detail: str, after: TestReport | None = None) -> ActResult:
-        failing = {}
-        if after is not None:
-            failing = {name: after.failures.get(name, "") for name in sorted(after.failed)[:20]}
-        return ActResult(
-            outcome,
-            detail,
-            baseline=baseline.summary(),
-            after=after.summary() if after else "",
-            tasks=tasks,
-            failing=failing,
-        )
-
-    if not report.completed:
-        return ended("nothing_completed", "no task finished")
-    if ws.head() == ws.fork_point:
-        return ended("no_changes", "tasks finished without changing files")
-    branch = session.milestone.branch
-    if not ws.catch_up():
-        return ended("conflict", f"merging {branch} into {ws.branch} conflicted; merge aborted")
-    summaries = "\n".join(f"- {o.task.title}" for o in report.completed)
-    message = (
-        f"soda: {plan.intent}\n\n{summaries}\n\n"
-        f"Soda-Iteration: {number}\nSoda-Run: {session.run_id}\n"
-    )
-    candidate, milestone_head = prepare_merge(ws, message)
-    # The exact commit that would land, tested on its own clean checkout.
-    after, _ = tested(session.config, session.jail, session.db, session.checkouts, candidate)
-    infrastructure = infrastructure_changes(
-        session.repo, milestone_head, candidate, session.config.gate.protected
-    )
-    verdict = gate(
-        baseline,
-        after,
-        mandatory=report_kind(session.config) != "exit-code",
-        infrastructure=infrastructure,
-    )
-    session.events.emit(
-        "act.gate",
-        {"ok": verdict.ok, "reason": verdict.reason, "approval": list(verdict.approval)},
-    )
-    if not verdict.ok and verdict.approval:
-        verdict = _ask_person(session, number, verdict, say)
-        if not verdict.ok:
-            return ended("rejected", verdict.reason, after)
-    if not verdict.ok:
-        return ended("gate_failed", verdict.reason, after)
-    try:
-        land(session.repo, branch, candidate, milestone_head)
-    except GitError as exc:
-        return ended("conflict", str(exc), after)
-    session.events.emit("act.merged", {"commit": candidate, "branch": branch})
-    result = ended("merged", verdict.reason, after)
-    result.merged_commit = candidate
-    return result
-
-
 def _ask_person(
     session: Session, number: int, verdict: GateResult, say: Callable[[str], None]
 ) -> GateResult:
@@ -249,30 +181,33 @@ def _ask_person(
     return GateResult(False, f"{verdict.reason}; {answer.reason}")
 
 
-def _record_trace(
-    session: Session, report: ExecutionReport, result: ActResult, iteration_id: int
-) -> None:
+def _record_trace(session: Session, report: ExecutionReport, iteration_id: int) -> None:
+    """Trace learns each task's end (skips were recorded as they happened)."""
     tracker = session.tracker
-    merged = result.outcome == "merged"
     for outcome in report.outcomes:
         task_id = outcome.task.task_id
         if task_id is None:
             continue
-        if outcome.status == "completed" and merged:
+        if outcome.merged_commit:
             if tracker.show(task_id).status != "closed":
-                tracker.close(
-                    task_id,
-                    f"merged in {result.merged_commit[:10] if result.merged_commit else ''}",
-                )
-        elif outcome.status == "completed":
-            tracker.comment(
-                task_id, "soda", f"work not merged: {result.outcome}: {result.detail}", iteration_id
-            )
-            _reopen(session, task_id)
+                tracker.close(task_id, f"merged in {outcome.merged_commit[:10]}")
         elif outcome.status == "gave_up":
             tracker.block(task_id, outcome.reason or "executor could not complete it")
+        elif outcome.status == "failed" and outcome.failure == "conflict":
+            tracker.block(task_id, f"conflicts with the milestone: {outcome.reason}")
+        elif outcome.status == "waiting":
+            tracker.comment(
+                task_id, "soda", f"waiting for an answer: {outcome.reason}", iteration_id
+            )
+        elif outcome.status != "skipped":
+            what = outcome.failure or outcome.status
+            if outcome.status == "completed":
+                what = "no_changes"
+            tracker.comment(
+                task_id, "soda", f"work not merged: {what}: {outcome.reason}", iteration_id
+            )
+            _reopen(session, task_id)
         else:
-            tracker.comment(task_id, "soda", f"skipped: {outcome.reason}", iteration_id)
             _reopen(session, task_id)
         if outcome.result is None:
             continue
