@@ -234,3 +234,32 @@ def m003_budgets(db: Database) -> None:
         ALTER TABLE iterations ADD COLUMN fingerprint TEXT;
         """
     )
+
+
+@migration
+def m005_questions(db: Database) -> None:
+    """Questions agents ask a person (`ask_human`), with the asking executor's
+    conversation so its task resumes where it stopped; and each iteration's short
+    report (done, failed, skipped, retried, open questions, confidence)."""
+    db.conn.executescript(
+        """
+        CREATE TABLE questions (
+            id INTEGER PRIMARY KEY,
+            iteration_id INTEGER REFERENCES iterations(id),
+            iteration INTEGER NOT NULL,
+            task_key TEXT,
+            task_id INTEGER,
+            agent TEXT NOT NULL,
+            question TEXT NOT NULL,
+            status TEXT NOT NULL DEFAULT 'open',
+            answer TEXT,
+            call_id TEXT,
+            conversation_json TEXT,
+            asked_at TEXT NOT NULL,
+            answered_at TEXT,
+            resumed_at TEXT
+        );
+        CREATE INDEX questions_status ON questions(status);
+        ALTER TABLE iterations ADD COLUMN report_json TEXT;
+        """
+    )
