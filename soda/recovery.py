@@ -13,7 +13,8 @@ can lag behind it: a crash after the ref moved and before the iteration was
 recorded leaves a merge on the branch that the database calls aborted (or knows
 nothing of). So the branch is the truth for merges: every merge commit on its
 first-parent history carrying `Soda-Iteration: N` makes iteration N `merged`, and
-the tasks its commits name (`Soda-Task: <id>`) are closed. What recovery can
+the tasks its commits name (`Soda-Task: <id>`) are closed; an iteration lands
+one merge per task, its newest one is the iteration's `merged_commit`. What recovery can
 prove unfinished is undone instead: tasks left `in_progress` go back to open (only
 ACT starts a task, and no ACT runs while recovery holds the lock), and every
 `soda-work/*` branch is deleted (each belongs to an iteration that has ended;
@@ -156,16 +157,22 @@ def record_landed_merges(db: Database, repo: Repo) -> tuple[list[int], int]:
     recorded: list[int] = []
     closed = 0
     for branch in runs.milestone_branches(db):
+        # An iteration lands one merge per task; merges are read newest first,
+        # so its last merge is recorded and the older ones only close tasks.
+        settled: set[int] = set()
         for merge in _soda_merges(repo, branch):
             row = runs.iteration_on_branch(db, merge.iteration, branch)
             if row is None:
                 continue
             iteration_id, run_id, outcome, merged_commit, started_at, ended_at, phase, ms = row
-            if outcome == "merged" and merged_commit == merge.sha:
-                continue
             if merge.run is not None and merge.run != str(run_id):
                 continue
             if merge.time + CLOCK_SLACK_S < datetime.fromisoformat(started_at).timestamp():
+                continue
+            if merge.iteration in settled:
+                closed += _close_merged_tasks(db, repo, ms, merge.sha)
+                continue
+            if outcome == "merged":  # ACT recorded it (merged_commit: its last merge)
                 continue
             runs.save_iteration(
                 db,
@@ -179,6 +186,7 @@ def record_landed_merges(db: Database, repo: Repo) -> tuple[list[int], int]:
                 },
             )
             recorded.append(merge.iteration)
+            settled.add(merge.iteration)
             closed += _close_merged_tasks(db, repo, ms, merge.sha)
     return recorded, closed
 
