@@ -21,7 +21,17 @@ response), `truncated()` (valid headers, body cut in half), `garbage(payload)` (
 `json_response`, `tool_use_response`, `message_response`, `refusal_response`,
 `max_tokens_response`, `surrogate_response` (valid JSON spelling a lone surrogate
 as `\\ud83d`). A request that finds the queue empty gets a 500 "fake API script
-exhausted" and fails the test at teardown, so a short script can never pass quietly.
+exhausted" and fails the test at teardown, so a short script can never pass quietly,
+unless a `respond(body) -> Reply` function is set: then it answers what the queue
+does not (a behavioural fake, for runs whose calls are not known in advance).
+
+Prompt caching: with `simulate_cache = True` every answer's usage is computed
+from the request as the API would count it. A request is read as blocks in the
+API's order (tools, system, messages); a block carrying `cache_control` writes
+the prefix up to it to the cache (when it is at least MIN_CACHEABLE_TOKENS
+long), and the longest prefix written by an earlier request that this one
+repeats, ending at most LOOKBACK_BLOCKS before one of its markers, is read back
+(`cache_read_input_tokens`). Tokens are estimated as characters / 4.
 
 PYTEST_DONT_REWRITE: test modules import the builders before pytest loads this
 module as a plugin, so pytest could not rewrite it anyway; the marker keeps it
@@ -30,11 +40,12 @@ from warning about that (there are no asserts here to rewrite).
 
 from __future__ import annotations
 
+import hashlib
 import itertools
 import json
 import threading
 from collections import deque
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any, Literal
@@ -43,6 +54,11 @@ import pytest
 
 Fault = Literal["stall", "drop", "truncate"]
 DEFAULT_MODEL = "claude-sonnet-4-6"
+MIN_CACHEABLE_TOKENS = 1024
+"""The shortest prefix the API caches (Sonnet; Haiku needs 2048)."""
+LOOKBACK_BLOCKS = 20
+"""How far before a marker the API looks for an earlier cache entry."""
+CHARS_PER_TOKEN = 4
 _ids = itertools.count(1)
 
 
@@ -79,6 +95,10 @@ class FakeAPI:
         self.require_key = require_key
         self.requests: list[RecordedRequest] = []
         self.exhausted = 0
+        self.respond: Callable[[Any], Reply] | None = None
+        """Answers a request the queue has no reply for (see the module docstring)."""
+        self.simulate_cache = False
+        self._cached: set[str] = set()
         self._queue: deque[Reply] = deque()
         self._lock = threading.Lock()
         self._closing = threading.Event()
@@ -117,15 +137,91 @@ class FakeAPI:
         with self._lock:
             self.requests.append(request)
 
-    def _next_reply(self) -> Reply:
+    def _next_reply(self, body: Any = None) -> Reply:
         with self._lock:
             if self._queue:
-                return self._queue.popleft()
-            self.exhausted += 1
+                return self._with_cache(self._queue.popleft(), body)
+            if self.respond is None:
+                self.exhausted += 1
             number = len(self.requests)
+        if self.respond is not None:
+            reply = self.respond(body)
+            with self._lock:
+                return self._with_cache(reply, body)
         return error_response(
             500, "api_error", f"fake API script exhausted: request {number} found no reply"
         )
+
+    def _with_cache(self, reply: Reply, body: Any) -> Reply:
+        """`reply` with the usage the simulated prompt cache gives `body`."""
+        if not self.simulate_cache or reply.status != 200 or "usage" not in reply.body:
+            return reply
+        counted = cache_usage(body, self._cached)
+        tokens = {**reply.body["usage"], **counted}
+        return Reply(
+            status=reply.status,
+            body={**reply.body, "usage": tokens},
+            headers=reply.headers,
+            fault=reply.fault,
+            stall_seconds=reply.stall_seconds,
+            payload=reply.payload,
+            content_type=reply.content_type,
+        )
+
+
+def prompt_blocks(body: dict[str, Any]) -> list[tuple[str, bool]]:
+    """The request as the cache sees it: (canonical text, carries a marker) per
+    block, in the API's order (tools, system, then each message's blocks). The
+    model and tool choice lead the first block: another one is another cache."""
+
+    def plain(block: dict[str, Any]) -> tuple[str, bool]:
+        rest = {k: v for k, v in block.items() if k != "cache_control"}
+        return json.dumps(rest, sort_keys=True), "cache_control" in block
+
+    head = json.dumps([body.get("model"), body.get("tool_choice"), body.get("output_config")])
+    blocks = [(head, False)]
+    blocks += [plain(tool) for tool in body.get("tools") or []]
+    system = body.get("system") or []
+    if isinstance(system, str):
+        system = [{"type": "text", "text": system}]
+    blocks += [plain(block) for block in system]
+    for message in body.get("messages") or []:
+        content = message["content"]
+        if isinstance(content, str):
+            content = [{"type": "text", "text": content}]
+        for block in content:
+            text, marked = plain(block)
+            blocks.append((message["role"] + text, marked))
+    return blocks
+
+
+def cache_usage(body: dict[str, Any], cache: set[str]) -> dict[str, int]:
+    """input, cache-write and cache-read tokens of `body`, updating `cache` (the
+    prefixes earlier requests wrote)."""
+    hashes, ends, total, digest = [], [], 0, hashlib.sha256()
+    blocks = prompt_blocks(body)
+    for text, _ in blocks:
+        digest.update(text.encode())
+        hashes.append(digest.copy().hexdigest())
+        total += len(text)
+        ends.append(total // CHARS_PER_TOKEN)
+    marks = [i for i, (_, marked) in enumerate(blocks) if marked]
+    hits = [
+        i
+        for i in range(len(blocks))
+        if hashes[i] in cache and any(0 <= m - i <= LOOKBACK_BLOCKS for m in marks)
+    ]
+    read = ends[max(hits)] if hits else 0
+    written = read
+    for m in marks:
+        if ends[m] >= MIN_CACHEABLE_TOKENS and ends[m] > read:
+            cache.add(hashes[m])
+            written = max(written, ends[m])
+    return {
+        "input_tokens": ends[-1] - written,
+        "cache_creation_input_tokens": written - read,
+        "cache_read_input_tokens": read,
+    }
 
 
 class _Server(ThreadingHTTPServer):
@@ -152,7 +248,7 @@ class _Handler(BaseHTTPRequestHandler):
         elif fake.require_key and not api_key_of(headers):
             reply = error_response(401, "authentication_error", "x-api-key header is required")
         else:
-            reply = fake._next_reply()
+            reply = fake._next_reply(_parse(raw))
         self._serve(reply)
 
     def _serve(self, reply: Reply) -> None:

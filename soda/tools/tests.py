@@ -28,8 +28,9 @@ def test_tools(run: TestRun, commit: str) -> list[Tool]:
         Tool(
             ToolSpec(
                 "run_tests",
+                # No SHA here: tool specs are the start of the cached prompt prefix.
                 "Run the project's test command on a clean checkout of the milestone tip "
-                f"({commit[:10]}) in the sandbox. Results are cached per tree, so calling it "
+                "in the sandbox. Results are cached per tree, so calling it "
                 "again costs nothing. Returns the counts and the failing tests with the first "
                 "lines of each failure.",
                 object_schema({}),
