@@ -186,7 +186,7 @@ def events(
         while True:
             for row in event_rows.after(db, last, kind):
                 show(row)
-            last = max(last, event_rows.last_id(db))
+                last = row[0]
             time.sleep(FOLLOW_POLL_SECONDS)
     except KeyboardInterrupt:
         return  # Ctrl-C is how -f ends: a normal exit

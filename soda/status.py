@@ -17,7 +17,7 @@ from typing import Any
 from sqlite_utils import Database
 
 from soda.config import Config
-from soda.human.files import REASON, REJECTED
+from soda.human.files import PROCESSED, REASON, REJECTED
 from soda.human.routing import PAUSE_KINDS
 from soda.human.write import inbox_dir
 from soda.lock import running_pid
@@ -43,6 +43,8 @@ class Status:
     last_decision: str | None
     last_reason: str | None
     pending_inputs: int
+    unread_inputs: int
+    """Files in state/inbox/ that no soda has read yet (it reads them when it runs)."""
     pending_approval: dict[str, Any] | None
     """{"iteration": N, "subject": what waits} while a plan or merge waits for a person."""
     rejected_inputs: list[dict[str, str]]
@@ -70,7 +72,8 @@ class Status:
             f"now: {now}",
             f"last decision: {self.last_decision or '-'}"
             + (f" ({self.last_reason})" if self.last_reason else ""),
-            f"pending human inputs: {self.pending_inputs}",
+            f"pending human inputs: {self.pending_inputs}"
+            + (f" (+{self.unread_inputs} unread in state/inbox/)" if self.unread_inputs else ""),
         ]
         if self.pending_approval:
             n = self.pending_approval["iteration"]
@@ -112,6 +115,7 @@ def status(config: Config, db: Database) -> Status:
         last_decision=last[0] if last else None,
         last_reason=last[1] if last else None,
         pending_inputs=human_inputs.pending_count(db),
+        unread_inputs=unread_inputs(config.state_dir),
         pending_approval=_pending_approval(db, current[0]) if current else None,
         rejected_inputs=rejected_inputs(config.state_dir),
         last_error=_last_error(db),
@@ -144,6 +148,16 @@ def _last_error(db: Database) -> dict[str, Any] | None:
         return None
     at, kind, reason, iteration = row
     return {"at": at, "kind": kind, "reason": reason, "iteration": iteration}
+
+
+def unread_inputs(state_dir: Path) -> int:
+    """Entries waiting in the inbox (not soda's own folders, not dot files)."""
+    try:
+        names = os.listdir(inbox_dir(state_dir))
+    except OSError:
+        return 0
+    own = (PROCESSED, REJECTED)
+    return sum(1 for name in names if name not in own and not name.startswith("."))
 
 
 def rejected_inputs(state_dir: Path) -> list[dict[str, str]]:
