@@ -160,7 +160,7 @@ def test_executor_may_give_up(setup) -> None:
     _, runner, _ = make(
         [{"tool_calls": [{"name": "cannot_complete", "input": {"reason": "needs a key"}}]}]
     )
-    inputs = {"spec": "s", "task": "t", "plan": "p", "learnings": "l", "baseline": "b"}
+    inputs = {name: f"({name})" for name in load_agent("executor").inputs}
     answer = runner.run(load_agent("executor"), inputs, None)
     assert answer.output is None and answer.gave_up == "needs a key"
 

@@ -50,7 +50,7 @@ ASSESSMENT = {
     "summary": "not yet",
 }
 ASSESSOR_INPUTS = {"spec": "# Spec", "claims": {"x": 1}, "verification": "ok"}
-EXECUTOR_INPUTS = {"spec": "s", "task": "t", "plan": "p", "learnings": "l", "baseline": "b"}
+EXECUTOR_INPUTS = {name: f"({name})" for name in load_agent("executor").inputs}
 RESULT_SIZE = 2000
 
 
@@ -356,7 +356,9 @@ def test_an_executor_out_of_turns_gives_up_its_task_and_the_iteration_goes_on(
     assert session.db["halts"].count == 0
     row = next(iter(session.db["iterations"].rows))
     assert row["outcome"] is not None and row["outcome"] != "transient"
-    gave_up = session.db.execute(
-        "SELECT data_json FROM events WHERE kind = 'act.task.gave_up'"
-    ).fetchone()
-    assert "gave up: turn limit" in json.loads(gave_up[0])["reason"]
+    failed = [
+        json.loads(row[0])
+        for row in session.db.execute("SELECT data_json FROM events WHERE kind = 'act.task.failed'")
+    ]
+    [gave_up] = [data for data in failed if data["status"] == "gave_up"]
+    assert gave_up["preview"].startswith("gave up: turn limit")
