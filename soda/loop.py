@@ -12,6 +12,7 @@ import enum
 from collections.abc import Callable
 from dataclasses import dataclass
 
+from soda import iteration_report
 from soda.act import act
 from soda.budget import check_before_iteration
 from soda.context import Iteration, IterationRecord
@@ -69,13 +70,19 @@ def iterate(session: Session, it: Iteration, say: Printer) -> Decision:
     decision = decide_phase(session, claims, orientation, say)
     outcome = decision.settled_outcome()
     record.save(decision=decision.kind.name, decision_reason=decision.reason, outcome=outcome)
+    act_json = None
     if outcome is None and plan is not None:
         record.save(phase="act")
+        iteration_report.plan_started(session.events, it.number, plan)
         result = act(session, it, plan, say)
-        record.save(
-            act_json=result.to_json(), outcome=result.outcome, merged_commit=result.merged_commit
-        )
+        act_json, outcome = result.to_json(), result.outcome
+        record.save(act_json=act_json, outcome=outcome, merged_commit=result.merged_commit)
         say(f"act: {result.outcome} - {result.detail}")
+    report = iteration_report.conclude(
+        session.db, session.events, it.number, orientation, act_json, outcome, it.cancel_requested
+    )
+    record.save(report_json=report)
+    say(f"report: {iteration_report.line(report)}")
     return decision
 
 

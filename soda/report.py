@@ -9,6 +9,7 @@ from rich.table import Table
 from sqlite_utils import Database
 
 from soda.errors import InputError
+from soda.iteration_report import report_summary
 from soda.store import history, human_inputs
 
 
@@ -58,6 +59,7 @@ def show_iteration(db: Database, number: int) -> str:
     lines += _claims_summary(it["claims_json"])
     lines += _orient_summary(it["orient_json"])
     lines += _act_summary(it["act_json"])
+    lines += report_summary(it.get("report_json"), db, number)
     lines += _human_summary(db, number)
     lines += _halt_summary(db, it["id"])
     lines += _calls_summary(db, it["id"])

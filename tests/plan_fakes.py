@@ -6,6 +6,7 @@ planner proposes the plan a test gives it, and the executor writes
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 from typing import Any
 
@@ -46,11 +47,16 @@ def planning(the_plan: dict[str, Any] | None) -> dict[str, Any]:
     }
 
 
+def task_of(request: ModelRequest) -> dict[str, Any]:
+    """The plan task an executor request is about (its `## Task` input)."""
+    text = request.messages[0].text
+    return json.loads(text.split("## Task\n\n", 1)[1].split("\n\n## ", 1)[0])
+
+
 def executor(request: ModelRequest) -> Reply:
     """Write notes/<key>.txt on the first turn, then submit."""
     if first_turn(request):
-        task_json = request.messages[0].text.split("## Task\n\n", 1)[1].split("\n\n## ", 1)[0]
-        the_task = json.loads(task_json)
+        the_task = task_of(request)
         return call("write_file", path=f"notes/{the_task['id']}.txt", content=the_task["title"])
     return submit(
         {
@@ -109,3 +115,12 @@ def recording(answer: Any, into: list[str]) -> Any:
 def events(session: Session, kind: str) -> list[dict[str, Any]]:
     rows = session.db.execute("SELECT data_json FROM events WHERE kind = ? ORDER BY id", [kind])
     return [json.loads(row[0]) for row in rows]
+
+
+def set_key(root: Path, key: str, value: str) -> None:
+    """Set `key = value` in soda.toml (the key's one line), and commit it."""
+    config = root / "soda.toml"
+    text, count = re.subn(rf"(?m)^{re.escape(key)} = .*$", f"{key} = {value}", config.read_text())
+    assert count == 1, key
+    config.write_text(text)
+    git(root, "commit", "-q", "--allow-empty", "-am", f"configure {key}")
