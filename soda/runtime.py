@@ -66,6 +66,22 @@ NO_TOOL_CALL = (
 )
 
 
+class Suspended(BaseException):
+    """Raised by a tool whose call needs an answer from outside the run (a
+    person's, for `ask_human`): the run stops, and before it does the runner hands
+    `keep` the conversation so far, the results of the turn's earlier calls and
+    the id of the waiting call, so that `run(..., resume=...)` can go on with the
+    answer as that call's result. A BaseException: the toolbox turns every error
+    into a tool result, and this is not an error."""
+
+    def __init__(
+        self, reason: str, keep: Callable[[list[Message], list[ToolResult], str], None]
+    ) -> None:
+        super().__init__(reason)
+        self.reason = reason
+        self.keep = keep
+
+
 class Toolset(Protocol):
     """What the runner needs from a toolbox (see soda.tools)."""
 
@@ -117,7 +133,13 @@ class AgentRunner:
         self.should_stop: Callable[[], bool] = lambda: False
         """Checked before every model call: the safe point where a signal takes effect."""
 
-    def run(self, agent: Agent, inputs: dict[str, Any], toolbox: Toolset | None) -> Answer:
+    def run(
+        self,
+        agent: Agent,
+        inputs: dict[str, Any],
+        toolbox: Toolset | None,
+        resume: list[Message] | None = None,
+    ) -> Answer:
         """The agent's validated answer. Raises ContractViolation when the answer
         breaks the contract, and ModelGaveUp when the model failed twice in an
         ordinary way; an agent that may give up (the executor) gets an Answer
@@ -126,7 +148,8 @@ class AgentRunner:
             agent=agent,
             model=self.config.model.strong if agent.tier == "strong" else self.config.model.fast,
             tools=(toolbox.specs() if toolbox else []) + terminal_tools(agent),
-            messages=[first_message(agent, inputs)],
+            # A run suspended by a tool (`Suspended`) goes on from its conversation.
+            messages=list(resume) if resume else [first_message(agent, inputs)],
             max_tokens=self.config.model.max_tokens,
         )
         self.record.event(
@@ -174,10 +197,13 @@ class AgentRunner:
             answer = self._terminal(agent, response, turn)
             if answer is not None:
                 return answer
-            results = [
-                self._call_tool(toolbox, call.id, call.name, call.input)
-                for call in response.tool_calls
-            ]
+            results: list[ToolResult] = []
+            for call in response.tool_calls:
+                try:
+                    results.append(self._call_tool(toolbox, call.id, call.name, call.input))
+                except Suspended as pause:
+                    pause.keep(list(messages), results, call.id)
+                    raise
             messages.append(Message(role="user", tool_results=results))
             if agent.tools == "worktree":
                 self._keep_within_budget(conversation)
