@@ -57,18 +57,18 @@ class BudgetUse:
         )
 
 
-def day_start(config: Config, db: Database, moment: datetime | None = None) -> str:
-    """When today's spend starts counting (ISO-8601 UTC): local midnight, or the
-    last `soda budget reset` if that came later."""
+def day_start(db: Database, moment: datetime | None = None) -> tuple[str, bool]:
+    """When today's spend starts counting (ISO-8601 UTC), and whether that is a
+    reset: local midnight, or the last `soda budget reset` if that came later."""
     local = (moment or datetime.now()).astimezone()
     midnight = local.replace(hour=0, minute=0, second=0, microsecond=0).astimezone(UTC)
     start = midnight.isoformat(timespec="milliseconds")
     reset = rows.last_reset(db, DAY)
-    return max(start, reset) if reset else start
+    return (reset, True) if reset and reset > start else (start, False)
 
 
 def day_use(config: Config, db: Database) -> BudgetUse:
-    spent = rows.spent_since(db, day_start(config, db))
+    spent = rows.spent_since(db, *day_start(db))
     return BudgetUse(
         "budget.max_cost_usd_per_day", "today", spent, config.budget.max_cost_usd_per_day, "usd"
     )

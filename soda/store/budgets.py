@@ -8,10 +8,13 @@ from sqlite_utils import Database
 from soda.store.db import now
 
 
-def spent_since(db: Database, since: str) -> float:
-    """Dollars spent by every model call made at or after `since` (ISO-8601 UTC)."""
+def spent_since(db: Database, since: str, after_reset: bool = False) -> float:
+    """Dollars spent by every model call made at or after `since` (ISO-8601 UTC);
+    strictly after it when `since` is a reset (a call in the same millisecond as
+    the reset was made before it)."""
+    op = ">" if after_reset else ">="
     row = db.execute(
-        "SELECT COALESCE(SUM(cost_usd), 0) FROM agent_calls WHERE started_at >= ?", [since]
+        f"SELECT COALESCE(SUM(cost_usd), 0) FROM agent_calls WHERE started_at {op} ?", [since]
     ).fetchone()
     return float(row[0])
 
