@@ -8,6 +8,7 @@ a DAG and leaves the repository as it found it.
 from __future__ import annotations
 
 from collections.abc import Callable
+from typing import Annotated
 
 import typer
 
@@ -38,3 +39,29 @@ def plan(ctx: typer.Context) -> None:
     Example: soda plan
     """
     raise typer.Exit(preview_plan(_project(ctx), _say))
+
+
+@app.command()
+@handled
+def answer(
+    ctx: typer.Context,
+    question: Annotated[int, typer.Argument(help="The question's id (see soda status).")],
+    text: Annotated[str, typer.Argument(help="Your answer, in words.")],
+) -> None:
+    """Answer a question an agent asked; its task resumes where it stopped.
+
+    The answer waits in state/inbox/ and is recorded at the next SENSE. Refused
+    for a question that does not exist or is no longer open.
+
+    Example: soda answer 3 "use the decimal module, round half even"
+    """
+    from soda.cli_queue import _queue
+    from soda.errors import InputError
+    from soda.store import questions
+
+    asked = questions.get(_project(ctx).db, question)
+    if asked is None:
+        raise InputError(f"no question {question} (see `soda status`)")
+    if asked.status != "open":
+        raise InputError(f"question {question} is {asked.status}, not open: nothing to answer")
+    _queue(ctx, f"question {question}: {asked.question}", kind="answer", target=question, text=text)

@@ -20,6 +20,7 @@ HumanKind = Literal[
     "stop",
     "cancel",
     "plan_edit",
+    "answer",
 ]
 
 
@@ -30,7 +31,9 @@ class HumanInput(Contract):
     """correction: guidance in `text`; override: `action` on `task_id` (or a
     constraint in `text`); spec_change: new spec text (`mode` replace or amend);
     approve / reject: `target` plan or iteration id; plan_edit: approve `target`'s
-    waiting plan as edited in `plan`; pause, resume, stop, cancel: control the loop."""
+    waiting plan as edited in `plan`; answer: `text` answers question `target`
+    (asked by an agent, see `soda status`); pause, resume, stop, cancel: control
+    the loop."""
     text: str | None = None
     """Free text: the correction, the constraint, the new spec, or a reason."""
     action: Literal["skip", "prioritise", "reopen", "close", "constraint"] | None = None
@@ -38,7 +41,8 @@ class HumanInput(Contract):
     task_id: int | None = None
     """For override: the Trace task."""
     target: int | None = None
-    """For approve / reject / plan_edit: the iteration whose plan is meant."""
+    """For approve / reject / plan_edit: the iteration whose plan is meant; for
+    answer: the question's id."""
     mode: Literal["replace", "amend"] | None = None
     """For spec_change: replace the spec with `text`, or append `text` to it."""
     plan: IterationPlan | None = None
@@ -52,6 +56,7 @@ class HumanInput(Contract):
             "approve": ("target",),
             "reject": ("target",),
             "plan_edit": ("target", "plan"),
+            "answer": ("target", "text"),
             "override": ("action",),
         }
         for name in need.get(self.kind, ()):

@@ -129,17 +129,22 @@ class HumanQueue:
         store_learnings: Callable[[list[str], str, int | None], None],
         iteration: int,
     ) -> list[str]:
-        """Apply what needs no judgment (spec changes, task overrides) and keep
-        constraints as learnings; return one line per action taken."""
+        """Apply what needs no judgment (spec changes, task overrides, answers to
+        agents' questions) and keep constraints as learnings; return one line per
+        action taken."""
         done: list[str] = []
         for item in self.pending():
             if routing.key(item.payload) in routing.REMEMBERED:
                 learned = apply.learning(item.payload)
                 if learned:
                     store_learnings([learned], "human", None)
-            if routing.route(item.payload) is not Route.SENSE:
+            where = routing.route(item.payload)
+            if where is Route.ANSWER:
+                response = apply.record_answer(item.payload, self.db, self.events)
+            elif where is Route.SENSE:
+                response = apply.apply_input(item.payload, tracker, spec_path)
+            else:
                 continue
-            response = apply.apply_input(item.payload, tracker, spec_path)
             self.mark_applied([item.id], iteration, response)
             self.events.emit("human.applied", {"id": item.id, "response": response})
             done.append(response)

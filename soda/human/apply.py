@@ -12,8 +12,12 @@ import os
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from sqlite_utils import Database
+
 from soda.contracts import HumanInput
 from soda.errors import InputError
+from soda.events import Events
+from soda.store import questions
 
 if TYPE_CHECKING:
     from soda.ports import Tracker
@@ -56,3 +60,15 @@ def change_spec(path: Path, item: HumanInput) -> str:
     temp.write_text(new, encoding="utf-8")
     os.replace(temp, path)  # whole or not at all
     return f"spec {'replaced' if item.mode == 'replace' else 'amended'} in {path.name}"
+
+
+def record_answer(item: HumanInput, db: Database, events: Events) -> str:
+    """Record a person's answer to an agent's question (an ANSWER-routed input)."""
+    assert item.kind == "answer" and item.target is not None and item.text  # by the contract
+    question = questions.get(db, item.target)
+    if question is None:
+        return f"no question {item.target}; answer not used"
+    if not questions.answer(db, item.target, item.text):
+        return f"question {item.target} is {question.status}; answer not used"
+    events.emit("question.answered", {"question": item.target, "task": question.task_key})
+    return f"answered question {item.target}; its task resumes"

@@ -7,6 +7,7 @@ its kind (and, for an override, its action):
     ORIENT   shown to ORIENT as a human claim, claimed, marked read
     VERDICT  answers a plan or merge that waits for a person's approval
     EDIT     approves a waiting plan as the person edited it (`approve N --edit`)
+    ANSWER   answers an agent's question (`soda answer Q`): recorded at SENSE
     CONTROL  acts on the loop: the daemon takes it while idle, ACT takes a
              `cancel` while a plan runs
 
@@ -28,6 +29,7 @@ class Route(enum.Enum):
     ORIENT = "claimed by ORIENT"
     VERDICT = "approval verdict"
     EDIT = "edited plan, approved"
+    ANSWER = "answer to a question"
     CONTROL = "control"
 
 
@@ -45,6 +47,7 @@ ROUTES: dict[Key, Route] = {
     ("approve", None): Route.VERDICT,
     ("reject", None): Route.VERDICT,
     ("plan_edit", None): Route.EDIT,
+    ("answer", None): Route.ANSWER,
     ("pause", None): Route.CONTROL,
     ("resume", None): Route.CONTROL,
     ("stop", None): Route.CONTROL,
