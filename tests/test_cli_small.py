@@ -192,6 +192,56 @@ def test_show_prints_what_the_agents_said(demo: tuple[Path, Any, str]) -> None:
     assert "      answer: Add subtract() and divide() to calc.py" in out  # the plan's intent
 
 
+def test_json_of_history_show_tasks_status_and_cost(demo: tuple[Path, Any, str]) -> None:
+    """--json: one JSON object on stdout, with the keys the README promises."""
+    target, _, _ = demo
+
+    def as_json(*args: str) -> Any:
+        result = soda(*args, "--json", cwd=target)
+        assert result.returncode == 0, result.stderr
+        return json.loads(result.stdout)
+
+    merged = git(target, "log", "-1", "--format=%H", "--merges", "soda/spec")
+    iterations = as_json("history")["iterations"]
+    assert [row["number"] for row in iterations] == [1, 2]
+    assert set(iterations[0]) == {
+        "number",
+        "intent",
+        "decision",
+        "outcome",
+        "merged_commit",
+        "duration_s",
+        "tokens",
+        "cost_usd",
+        "phase",
+    }
+    assert iterations[0]["merged_commit"] == merged and iterations[1]["decision"] == "DONE"
+    assert [row["number"] for row in as_json("history", "--limit", "1")["iterations"]] == [2]
+
+    one = as_json("show", "1")
+    assert one["number"] == 1 and one["merged_commit"] == merged
+    assert one["orient"]["iteration_plan"]["intent"].startswith("Add subtract() and divide()")
+    assert one["act"]["outcome"] == "merged" and one["claims"]["code"]["branch"] == "soda/spec"
+    agents = [call["agent"] for call in one["agent_calls"]]
+    assert agents[:2] == ["verifier", "verifier"] and agents[-1] == "executor"
+    assert "says: Checking what calc.py provides today." in one["agent_calls"][0]["text"]
+    assert one["halts"] == [] and one["human_inputs"] == []
+    missing = soda("show", "99", "--json", cwd=target)
+    assert missing.returncode == 2 and missing.stdout == ""
+
+    tasks = as_json("tasks")
+    assert tasks["milestone"] == "spec" and tasks["tasks"]
+    assert {"id", "parent_id", "title", "status", "risk"} <= set(tasks["tasks"][0])
+    assert all(task["status"] == "closed" for task in tasks["tasks"])
+
+    status = as_json("status")
+    assert status["running"] is False and status["last_decision"] == "DONE"
+    cost = as_json("cost")
+    assert cost["total"]["calls"] == len(one["agent_calls"]) + len(
+        as_json("show", "2")["agent_calls"]
+    )
+
+
 def test_approve_and_reject_refuse_iterations_that_wait_for_nothing(
     demo: tuple[Path, Any, str],
 ) -> None:
