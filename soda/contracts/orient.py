@@ -10,6 +10,8 @@ from __future__ import annotations
 
 from typing import Literal
 
+from pydantic import Field
+
 from soda.config import Risk
 from soda.contracts.base import Confidence, Contract
 
@@ -102,7 +104,7 @@ class Verification(Contract):
     """Short facts about this codebase worth remembering next iteration."""
     summary: str
     """Two or three sentences on the verified state of the work."""
-    learning_verdicts: list[LearningVerdict] = []
+    learning_verdicts: list[LearningVerdict] = Field(default=[])
     """Keep or retire each active learning shown in the claims, with a reason
     (optional: an answer without it keeps every learning)."""
 
@@ -158,6 +160,6 @@ class Orientation(Contract):
     """When there is no actionable work: what a person must do or decide."""
     learnings: list[str]
     """Short facts worth remembering."""
-    learning_verdicts: list[LearningVerdict] = []
+    learning_verdicts: list[LearningVerdict] = Field(default=[])
     """Keep or retire each active learning shown in the claims, with a reason
     (optional: an answer without it keeps every learning)."""
