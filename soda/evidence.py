@@ -21,8 +21,8 @@ MAX_FAILING = 10
 """Failing tests named (with the first lines of each); the rest are counted."""
 MAX_FAILURE_LINES = 3
 MAX_FAILURE_CHARS = 300
-MAX_DIFFSTAT_CHARS = 1500
-"""Of the last attempt's diffstat."""
+MAX_ATTEMPT_FILES = 10
+"""Files named in the last attempt's diffstat (the most changed)."""
 MAX_TASKS = 10
 MAX_TEXT = 400
 """Characters of an executor's summary, or of ACT's reason, in `last_act`."""
@@ -121,25 +121,29 @@ def _attempt_diffstat(repo_path: Path, tasks: list[dict]) -> str:
         numstat = git.diff("--numstat", f"{commits[0]}^", commits[-1])
     except GitCommandError:  # the objects are gone (gc), or a root commit
         return ""
-    return diffstat(numstat, MAX_DIFFSTAT_CHARS)[1]
+    return diffstat(numstat, MAX_ATTEMPT_FILES)[1]
 
 
-def diffstat(numstat: str, max_chars: int) -> tuple[list[str], str]:
-    """Changed files and a `--stat`-like summary (at most `max_chars`) from one
-    `git diff --numstat` (one git call instead of two)."""
-    files, lines, added, removed = [], [], 0, 0
+def diffstat(numstat: str, max_files: int) -> tuple[list[str], str]:
+    """Changed files, most changed first, and a `--stat`-like summary of the first
+    `max_files` of them (the total first, then one line per file, then how many
+    more), from one `git diff --numstat` (one git call instead of two)."""
+    rows, added, removed = [], 0, 0
     for row in numstat.splitlines():
         plus, minus, path = row.split("\t", 2)
-        files.append(path)
         binary = plus == "-"
+        churn = 0 if binary else int(plus) + int(minus)
         added += 0 if binary else int(plus)
         removed += 0 if binary else int(minus)
-        lines.append(f"{path} | {'binary' if binary else f'+{plus} -{minus}'}")
-    summary = [f"{len(files)} files changed, +{added} -{removed}"] if files else []
-    text = "\n".join(summary + lines)
-    if len(text) > max_chars:
-        text = text[:max_chars] + "\n[... cut]"
-    return files, text
+        rows.append((-churn, path, "binary" if binary else f"+{plus} -{minus}"))
+    if not rows:
+        return [], ""
+    rows.sort()
+    lines = [f"{len(rows)} files changed, +{added} -{removed}"]
+    lines += [f"{path} | {change}" for _, path, change in rows[:max_files]]
+    if len(rows) > max_files:
+        lines.append(f"... {len(rows) - max_files} more files")
+    return [path for _, path, _ in rows], "\n".join(lines)
 
 
 def json_object(text: str | None) -> dict:

@@ -34,12 +34,19 @@ from soda.store import agent_calls, human_inputs, learnings, runs
 from soda.trace import SqliteTracker, Task
 from soda.workspace import branch_head
 
-MAX_COMMITS = 20
-MAX_FILES = 100
-MAX_DIFFSTAT_CHARS = 4000
-MAX_UNCOMMITTED = 50
-MAX_TASKS_PER_GROUP = 50
-MAX_COMMENTS = 20
+# The caps are small on purpose: a young history fills most of them, so what
+# ORIENT reads (and pays for, in every agent) stays the same size as the run ages
+# (bench/orient_input.py). Agents look further with their tools (git_log,
+# git_diff, the repository map).
+MAX_COMMITS = 10
+MAX_FILES = 10
+"""Files in the diffstat since the base: the most changed ones."""
+MAX_UNCOMMITTED = 10
+MAX_TASKS_PER_GROUP = 10
+"""Open tasks shown."""
+MAX_OTHER_TASKS = 5
+"""In progress, blocked and recently closed tasks shown, each."""
+MAX_COMMENTS = 5
 MAX_RECENT_ITERATIONS = 5
 MAX_HUMAN = 20
 NOT_FOR_ORIENT = ("pause", "resume", "stop", "cancel", "approve", "reject")
@@ -82,7 +89,7 @@ def code_claims(inp: SenseInput) -> CodeClaims:
     ]
     # Fewer than the cap: the log listed them all, no count needed.
     total = len(commits) if len(commits) < MAX_COMMITS else int(git.rev_list("--count", span))
-    files, stat = diffstat(git.diff("--numstat", span), MAX_DIFFSTAT_CHARS)
+    files, stat = diffstat(git.diff("--numstat", span), MAX_FILES)
     return CodeClaims(
         branch=inp.milestone_branch,
         head=head,
@@ -119,17 +126,17 @@ def work_claims(inp: SenseInput) -> WorkClaims:
     tracker = SqliteTracker(inp.db, inp.milestone)
     root = tracker.root()
 
-    def group(status: str) -> list[TaskBrief]:
+    def group(status: str, cap: int = MAX_OTHER_TASKS) -> list[TaskBrief]:
         # One bounded query per group; the root (the spec itself) is not work.
-        chosen = tracker.list(status, limit=MAX_TASKS_PER_GROUP + 1)
-        return [_brief(t) for t in chosen if root is None or t.id != root.id][:MAX_TASKS_PER_GROUP]
+        chosen = tracker.list(status, limit=cap + 1)
+        return [_brief(t) for t in chosen if root is None or t.id != root.id][:cap]
 
     return WorkClaims(
         root=_brief(root) if root else None,
-        open=group("open"),
+        open=group("open", MAX_TASKS_PER_GROUP),
         in_progress=group("in_progress"),
         blocked=group("blocked"),
-        recently_closed=[_brief(t) for t in tracker.recently_closed(MAX_TASKS_PER_GROUP)],
+        recently_closed=[_brief(t) for t in tracker.recently_closed(MAX_OTHER_TASKS)],
         comments=[
             CommentBrief(task_id=c.task_id, author=c.author, body=c.body, created_at=c.created_at)
             for c in tracker.recent_comments(MAX_COMMENTS)

@@ -100,7 +100,7 @@ class TaskAttempt(Contract):
     task_id: int | None
     title: str
     status: str
-    """completed, gave_up or skipped."""
+    """As ACT recorded it: completed, failed, gave_up, skipped."""
     summary: str | None
     """The executor's summary, or why the task gave up or was skipped (bounded)."""
 
