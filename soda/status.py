@@ -22,7 +22,7 @@ from soda.human.routing import PAUSE_KINDS
 from soda.human.write import inbox_dir
 from soda.lock import running_pid
 from soda.store import events as event_rows
-from soda.store import history, human_inputs, runs
+from soda.store import history, human_inputs, questions, runs
 
 REASON_BYTES = 1000
 """How much of a rejected file's `.reason` note status reads."""
@@ -53,7 +53,8 @@ class Status:
     """{"at", "kind" (halt, error, aborted, transient), "reason", "iteration"}."""
     budgets: list[dict[str, Any]] = field(default_factory=list)
     questions: list[dict[str, Any]] = field(default_factory=list)
-    """Questions soda asked a person (none yet: soda does not ask any so far)."""
+    """Open questions an agent asked the person: {"id", "iteration", "agent",
+    "task", "question", "asked_at"}, oldest first."""
     next_wake: str | None = None
     """When the daemon wakes next, once it publishes that (it does not yet)."""
 
@@ -81,7 +82,12 @@ class Status:
                 f"waiting for approval: iteration {n}, {self.pending_approval['subject']}"
                 f" (`soda approve {n}` or `soda reject {n}`)"
             )
-        lines += [f"question: {q.get('text', q)}" for q in self.questions]
+        lines += [
+            f"question #{q['id']} (iteration {q['iteration']}, {q['agent']}"
+            + (f", task {q['task']}" if q["task"] else "")
+            + f'): {q["question"]} (`soda answer {q["id"]} "..."`)'
+            for q in self.questions
+        ]
         if self.rejected_inputs:
             lines.append(
                 f"rejected inbox files: {len(self.rejected_inputs)} in state/inbox/rejected/"
@@ -120,6 +126,7 @@ def status(config: Config, db: Database) -> Status:
         rejected_inputs=rejected_inputs(config.state_dir),
         last_error=_last_error(db),
         budgets=_budgets(config, db),
+        questions=_questions(db),
     )
 
 
@@ -182,6 +189,20 @@ def rejected_inputs(state_dir: Path) -> list[dict[str, str]]:
         name = os.fsdecode(entry.name)[: -len(REASON)]
         found.append((mtime, {"file": name.encode("utf-8", "replace").decode(), "reason": text}))
     return [item for _, item in sorted(found, key=lambda pair: pair[0], reverse=True)]
+
+
+def _questions(db: Database) -> list[dict[str, Any]]:
+    return [
+        {
+            "id": q.id,
+            "iteration": q.iteration,
+            "agent": q.agent,
+            "task": q.task_key,
+            "question": q.question,
+            "asked_at": q.asked_at,
+        }
+        for q in questions.open_questions(db)
+    ]
 
 
 def _budgets(config: Config, db: Database) -> list[dict[str, Any]]:

@@ -130,3 +130,28 @@ def test_status_names_a_plan_waiting_for_approval_while_running(tmp_path: Path) 
     assert "approval: the plan is low risk" in out
     after = status_json(root)
     assert after["running"] is False and after["pending_approval"] is None
+
+
+def test_status_lists_open_questions(repo: Path) -> None:
+    from soda.store import questions
+
+    assert soda("init", cwd=repo).returncode == 0
+    db = open_db(repo / "state" / "soda.db")
+    asked = questions.ask(
+        db,
+        iteration_id=None,
+        iteration=3,
+        agent="executor",
+        question="Which port should the server use?",
+        task_key="t1",
+    )
+    answered = questions.ask(db, iteration_id=None, iteration=3, agent="executor", question="Old?")
+    questions.answer(db, answered, "done")
+    found = status_json(repo)
+    assert [(q["id"], q["task"], q["question"]) for q in found["questions"]] == [
+        (asked, "t1", "Which port should the server use?")
+    ]
+    assert (
+        f"question #{asked} (iteration 3, executor, task t1): Which port should the server use?"
+        f' (`soda answer {asked} "..."`)'
+    ) in soda("status", cwd=repo).stdout.splitlines()
