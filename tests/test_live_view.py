@@ -204,3 +204,18 @@ def test_run_on_a_terminal_draws_a_live_line(tmp_path: Path) -> None:
     assert "iteration 1 | act | executor turn" in screen
     assert "progress:" not in screen
     assert "merged: " in screen
+
+
+def test_every_event_kind_the_readme_lists_is_emitted() -> None:
+    """README drift: a kind in the Watching soda table that no code emits."""
+    import re
+
+    root = Path(__file__).resolve().parent.parent
+    readme = (root / "README.md").read_text()
+    section = readme.split("## Watching soda", 1)[1].split("\n## ", 1)[0]
+    table = [line for line in section.splitlines() if line.startswith("| `")]
+    listed = {kind for line in table for kind in re.findall(r"`([a-z_.]+)`", line.split("|")[1])}
+    assert {"agent.turn", "sense.start", "decide.done", "act.merged"} <= listed
+    source = "\n".join(path.read_text() for path in (root / "soda").rglob("*.py"))
+    missing = sorted(kind for kind in listed if f'"{kind}"' not in source)
+    assert not missing, f"README lists events nothing emits: {missing}"
