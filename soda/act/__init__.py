@@ -93,14 +93,14 @@ def act(
         on_skip=skipped_recorder(session, it),
         stop=run.abort.set,
     )
-    result = _result(report, baseline)
+    result = _result(report, baseline, run.landed)
     for outcome in report.merged:
         say(f"act: merged {outcome.task.id} ({outcome.task.title}) in {outcome.merged_commit}")
     _record_trace(session, report, it.id)
     return result
 
 
-def _result(report: ExecutionReport, baseline: TestReport) -> ActResult:
+def _result(report: ExecutionReport, baseline: TestReport, landed: list[str]) -> ActResult:
     """One result for the iteration: `merged` when any task landed, else the most
     telling failure; the per-task story is in `tasks`."""
     outcomes = report.outcomes
@@ -127,8 +127,8 @@ def _result(report: ExecutionReport, baseline: TestReport) -> ActResult:
     return ActResult(
         outcome,
         "; ".join(lines) if len(outcomes) > 1 else (failed[0].reason if failed else lines[0]),
-        merged_commit=merged[-1].merged_commit if merged else None,
-        merged_commits=[o.merged_commit for o in merged if o.merged_commit],
+        merged_commit=landed[-1] if landed else None,
+        merged_commits=list(landed),
         baseline=baseline.summary(),
         after=last.after if last else "",
         tasks=report.to_json(),

@@ -31,6 +31,7 @@ if TYPE_CHECKING:
 SUCCESS = "completed"
 WAITING = "waiting"
 WAITING_REASON = "waiting for an answer"
+CANCELLED = "plan cancelled by a person"
 
 
 @dataclass
@@ -109,7 +110,7 @@ def execute_plan(
 
     def start(task: PlanTask, missing: list[str]) -> TaskOutcome:
         if cancelled():  # checked as the task starts, not when it was queued
-            return _skipped(task, "plan cancelled by a person", on_skip)
+            return _skipped(task, CANCELLED, on_skip)
         return run_task(task, missing)
 
     with ThreadPoolExecutor(max_workers=max_parallel, thread_name_prefix="soda-task") as pool:
@@ -117,7 +118,9 @@ def execute_plan(
             ready: list[tuple[PlanTask, list[str]]] = []
             ended: dict[str, TaskOutcome] = {}
             for task in batch:
-                reason, missing = _cascade(task, status)
+                reason, missing = CANCELLED, []
+                if not cancelled():
+                    reason, missing = _cascade(task, status)
                 if reason:
                     ended[task.id] = _skipped(task, reason, on_skip)
                 else:

@@ -34,12 +34,13 @@ from soda.act.execute import TaskOutcome
 from soda.act.merge import AskPerson, merge_task
 from soda.act.retry import Failure, advise
 from soda.agents import load_agent
+from soda.asking import executor_ask_tools, take_resume
 from soda.context import Iteration
 from soda.contracts import ExecuteResult, IterationPlan, PlanTask
 from soda.errors import Interrupted
 from soda.gate.runner import TestReport
 from soda.llm.base import ModelResponse
-from soda.runtime import AgentRunner
+from soda.runtime import AgentRunner, Suspended
 from soda.session import Session
 from soda.tools import worktree_tools
 from soda.tools.sandbox import Sandbox
@@ -120,6 +121,8 @@ class PlanRun:
         """The tests of the milestone tip: the baseline, then each landed merge's."""
         self.ask_person = ask_person
         self.merge_lock = threading.Lock()
+        self.landed: list[str] = []
+        """The merge commits that landed, in landing order."""
         self.abort = threading.Event()
         """Set when a task raised (or this thread was interrupted): the others stop."""
         self._recorder = _LockedRecorder(session.runner.record)
@@ -213,24 +216,32 @@ class PlanRun:
         self._emit("act.workspace", task, path=str(ws.path), branch=ws.branch, attempt=number)
         kept = False
         try:
+            resume = take_resume(session, task) if number == 1 else None  # answered question
+            if resume is not None:
+                resume.restore(ws)
             tools = worktree_tools(
                 Sandbox(ws.path),  # outside the worktree (state/ included) is out of reach
                 session.config.act.command_timeout,
                 session.config.act.output_limit,
                 jail=session.jail,
                 repo_map_tokens=session.config.context.repo_map_tokens,
-            )
+            ).extended(executor_ask_tools(session, self.it, task, ws))  # ask_human: suspends
             inputs = executor_inputs(session, self.it.number, self.plan, task, self.baseline, notes)
             try:
-                answer = self.runner().run(load_agent("executor"), inputs, tools)
+                answer = self.runner().run(
+                    load_agent("executor"),
+                    inputs,
+                    tools,
+                    resume=resume.messages if resume else None,
+                )
             except Interrupted:
                 if self.stopping():
                     raise
                 return Attempt("cancelled", "cancelled by a person while it ran")
-            except TaskWaiting as waiting:
+            except (TaskWaiting, Suspended) as waiting:
                 session.checkouts.keep(ws)
                 kept = True
-                return Attempt("waiting", waiting.question, workspace=ws)
+                return Attempt("waiting", str(waiting), workspace=ws)
             if answer.output is None:
                 diffstat = self._stat_and_reset(ws)
                 return Attempt("gave_up", answer.gave_up or "gave up", diffstat=diffstat)
@@ -253,8 +264,9 @@ class PlanRun:
                 self.session, ws, task, result.summary, self.tip_report, self.it.number,
                 self.ask_person,
             )  # fmt: skip
-            if merged.status == "merged" and merged.after is not None:
-                self.tip_report = merged.after
+            if merged.status == "merged" and merged.commit:
+                self.landed.append(merged.commit)
+                self.tip_report = merged.after or self.tip_report
         return Attempt(
             merged.status,
             merged.reason,
@@ -326,9 +338,9 @@ class PlanRun:
                 task.task_id, "soda", f"retry {attempt}: {reason}", self.it.id
             )
 
-    def _emit(self, kind: str, task: PlanTask, **data: Any) -> None:
+    def _emit(self, event: str, task: PlanTask, **data: Any) -> None:
         payload = {"plan": self.it.number, "key": task.id, "task_id": task.task_id, **data}
-        self.session.events.emit(kind, payload)
+        self.session.events.emit(event, payload)
 
 
 def skipped_recorder(session: Session, it: Iteration) -> Callable[[TaskOutcome], None]:
