@@ -6,6 +6,7 @@ many turns it has taken). Nothing here reaches the network."""
 from __future__ import annotations
 
 import os
+import re
 import sys
 from collections.abc import Callable
 from pathlib import Path
@@ -31,9 +32,9 @@ def anthropic_project(directory: Path, fake: FakeAPI, max_iterations: int = 50) 
         ('strong = "scripted"', 'strong = "claude-sonnet-4-6"'),
         ('fast = "scripted"', 'fast = "claude-sonnet-4-6"'),
         ("# base_url = (not set)", f'base_url = "{fake.url}"'),
-        ("max_iterations = 50", f"max_iterations = {max_iterations}"),
     ):
         text = text.replace(old, new)
+    text = re.sub(r"(?m)^max_iterations = \d+$", f"max_iterations = {max_iterations}", text)
     path.write_text(text)
     return path
 
