@@ -75,14 +75,12 @@ class Daemon:
         with stop_signals(self._stop_soon):
             try:
                 session = self._preflight()
-            except SodaError as exc:
-                write_error(state, str(exc))
-                self.say(f"soda daemon did not start: {exc}")
-                return exc.exit_code or 1
             except Exception as exc:
-                write_error(state, f"{type(exc).__name__}: {exc}")
-                self.say(f"soda daemon did not start: {type(exc).__name__}: {exc}")
-                return 1
+                reason = str(exc) if isinstance(exc, SodaError) else f"{type(exc).__name__}: {exc}"
+                write_error(state, reason)
+                release_lock(state)
+                self.say(f"soda daemon did not start: {reason}")
+                return exc.exit_code if isinstance(exc, SodaError) else 1
             write_ready(state)
             return self._serve(session)
 

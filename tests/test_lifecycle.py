@@ -1,0 +1,228 @@
+"""An honest start and stop: `soda start` returns only once the daemon is ready
+(or says why not), `soda stop` says what it waits for and leaves nothing soda
+started running, SIGTERM/SIGINT on a foreground `soda run` do what they do for
+the daemon, and every record is closed as what happened (interrupted, crashed)."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import uuid
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from soda.config import load
+from soda.demo import SCRIPT_PATH, prepare
+from soda.lifecycle import read_activity
+from soda.llm.function import FunctionModel
+from soda.loop import run_loop
+from soda.session import Session
+from soda.store import open_db
+from soda.store.db import now
+from tests.conftest import soda
+from tests.test_daemon import DEMO, alive, pid_of, query, wait_for
+
+PYTHON = json.dumps(sys.executable)[1:-1]
+
+
+def processes_with(marker: str) -> list[int]:
+    """Live processes whose command line holds `marker` (zombies do not count)."""
+    found = []
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit() or int(entry.name) == os.getpid():
+            continue
+        try:
+            cmdline = (entry / "cmdline").read_bytes()
+            state = (entry / "stat").read_text().rsplit(")", 1)[1].split()[0]
+        except (OSError, IndexError):
+            continue
+        if marker.encode() in cmdline and state not in ("Z", "X"):
+            found.append(int(entry.name))
+    return found
+
+
+@pytest.fixture
+def project(tmp_path: Path) -> Iterator[Callable[..., Path]]:
+    started: list[Path] = []
+
+    def make(responses: list[dict[str, Any]], **toml: str) -> Path:
+        root = tmp_path / "project"
+        prepare(root)
+        text = json.dumps({"responses": responses}).replace("{python}", PYTHON)
+        (root / SCRIPT_PATH).write_text(text)
+        config = (root / "soda.toml").read_text()
+        for old, new in toml.items():
+            assert old in config, old
+            config = config.replace(old, new)
+        (root / "soda.toml").write_text(config)
+        started.append(root)
+        return root
+
+    yield make
+    for root in started:  # end only the daemons this test started, by their pid
+        pid_file = root / "state" / "soda.pid"
+        if pid_file.exists() and alive(int(pid_file.read_text())):
+            os.kill(int(pid_file.read_text()), signal.SIGKILL)
+
+
+DEMO_TESTS = f'test_command = "{sys.executable} -m pytest -q"'
+
+
+def slow_tests(marker: str) -> dict[str, str]:
+    """soda.toml's test command made one that runs for two minutes, findable by `marker`."""
+    command = f"{sys.executable} -c 'import time; time.sleep(120)' {marker}"
+    return {DEMO_TESTS: f"test_command = {json.dumps(command)}"}
+
+
+def test_start_refuses_with_the_daemons_reason_in_one_line(project) -> None:
+    root = project(
+        DEMO,
+        **{
+            'provider = "scripted"': 'provider = "anthropic"',
+            'api_key_env = "ANTHROPIC_API_KEY"': 'api_key_env = "SODA_TEST_NO_SUCH_KEY"',
+        },
+    )
+    started = soda("start", cwd=root)
+    assert started.returncode == 2
+    assert started.stderr.splitlines() == [
+        "soda: the daemon did not start: no Anthropic API key: set the environment variable"
+        " SODA_TEST_NO_SUCH_KEY (or name another one in [model] api_key_env)"
+    ]
+    assert not (root / "state" / "soda.pid").exists()
+    assert "running" not in soda("status", cwd=root).stdout.splitlines()[0]
+    assert query(root, "SELECT count(*) FROM runs")[0][0] == 0
+
+
+def test_start_returns_after_recovery(project) -> None:
+    root = project(DEMO)
+    dead = subprocess.Popen(["true"])
+    dead.wait()
+    db = open_db(root / "state" / "soda.db")
+    with db.conn:
+        run_id = (
+            db["runs"]
+            .insert(
+                {
+                    "started_at": now(),
+                    "status": "running",
+                    "pid": dead.pid,
+                    "spec_path": "s",
+                    "milestone": "spec",
+                    "milestone_branch": "soda/spec",
+                    "base_branch": "main",
+                }
+            )
+            .last_pk
+        )
+        db["iterations"].insert(
+            {"run_id": run_id, "number": 1, "started_at": now(), "phase": "act"}
+        )
+    db.conn.close()
+    started = soda("start", cwd=root)
+    assert started.returncode == 0, started.stderr
+    pid = pid_of(root)
+    assert (root / "state" / "daemon.ready").read_text().strip() == str(pid)
+    # Recovery ran before `start` returned: the dead run and its iteration are closed.
+    assert query(root, "SELECT status FROM runs WHERE id = ?", run_id) == [("aborted",)]
+    assert query(root, "SELECT outcome FROM iterations WHERE number = 1") == [("aborted",)]
+    assert soda("stop", cwd=root, timeout=60).returncode == 0
+    assert not alive(pid)
+
+
+def test_stop_says_what_it_waits_for_then_kills_the_test_run(project) -> None:
+    marker = f"soda-test-run-{uuid.uuid4().hex}"
+    root = project(DEMO, **slow_tests(marker))
+    assert soda("start", cwd=root).returncode == 0
+    pid = pid_of(root)
+    wait_for(lambda: processes_with(marker), 60, "the test run")
+    stopped = soda("stop", "--timeout", "1.5", cwd=root, timeout=60)
+    assert stopped.returncode == 0, stopped.stderr
+    lines = stopped.stdout.splitlines()
+    assert lines[0].startswith("waiting for the test run, "), lines
+    assert lines[-1] == f"soda (pid {pid}) stopped at once; what it ran was killed"
+    assert not alive(pid)
+    wait_for(lambda: not processes_with(marker), 5, "the test run's end")
+    row = query(root, "SELECT outcome, error, ended_at FROM iterations WHERE number = 1")[0]
+    assert row[:2] == ("interrupted", "stopped at once by a second signal") and row[2]
+    assert query(root, "SELECT status FROM runs") == [("interrupted",)]
+
+
+def soda_run(root: Path) -> subprocess.Popen[str]:
+    return subprocess.Popen(
+        [sys.executable, "-m", "soda", "run"],
+        cwd=root,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+    )
+
+
+def test_sigterm_on_soda_run_stops_at_the_next_safe_point(project) -> None:
+    slow = [dict(entry) for entry in DEMO]
+    slow[5] = {  # the executor's first command takes a moment: the signal lands in it
+        "agent": "executor",
+        "tool_calls": [
+            {"name": "run_command", "input": {"command": "sleep 2", "timeout_seconds": 60}}
+        ],
+    }
+    root = project(slow)
+    run = soda_run(root)
+    try:
+        wait_for(
+            lambda: any(c.command == "sleep 2" for c in read_activity(root / "state")[1]),
+            60,
+            "the executor's command",
+        )
+        run.send_signal(signal.SIGTERM)
+        output, _ = run.communicate(timeout=60)
+    finally:
+        if run.poll() is None:
+            run.kill()
+    assert run.returncode == 0, output
+    assert "INTERRUPTED: stopped in iteration 1" in output.splitlines()[-1]
+    row = query(root, "SELECT outcome, ended_at FROM iterations WHERE number = 1")[0]
+    assert row[0] == "interrupted" and row[1]
+    assert query(root, "SELECT status FROM runs") == [("interrupted",)]
+
+
+def test_a_second_ctrl_c_on_soda_run_kills_the_test_run_at_once(project) -> None:
+    marker = f"soda-test-run-{uuid.uuid4().hex}"
+    root = project(DEMO, **slow_tests(marker))
+    run = soda_run(root)
+    try:
+        wait_for(lambda: processes_with(marker), 60, "the test run")
+        run.send_signal(signal.SIGINT)
+        run.send_signal(signal.SIGINT)
+        output, _ = run.communicate(timeout=30)
+    finally:
+        if run.poll() is None:
+            run.kill()
+    assert run.returncode == 0, output
+    assert "INTERRUPTED" in output.splitlines()[-1]
+    wait_for(lambda: not processes_with(marker), 5, "the test run's end")
+    row = query(root, "SELECT outcome, ended_at FROM iterations WHERE number = 1")[0]
+    assert row[0] == "interrupted" and row[1]
+    assert query(root, "SELECT status FROM runs") == [("interrupted",)]
+    assert not any((root / "state" / "worktrees").iterdir())
+
+
+def test_a_crash_of_the_loop_is_recorded_as_a_crash_with_its_error(tmp_path: Path) -> None:
+    root = tmp_path / "project"
+    prepare(root)
+
+    def broken(request: Any) -> Any:
+        raise RuntimeError("the fake model broke")
+
+    session = Session.open(load(root / "soda.toml"), model=FunctionModel(broken))
+    with pytest.raises(RuntimeError):
+        run_loop(session, lambda line: None)
+    row = session.db.execute("SELECT outcome, error, ended_at FROM iterations").fetchone()
+    assert row[:2] == ("crashed", "RuntimeError: the fake model broke") and row[2]
+    status = session.db.execute("SELECT status, final_reason FROM runs").fetchone()
+    assert status == ("crashed", "RuntimeError: the fake model broke")
