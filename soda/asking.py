@@ -1,12 +1,16 @@
 """Questions to the person: an executor's `ask_human`, bound to its task.
 
     asked      stored (`soda.store.questions`, status open), event `question.asked`,
-               `[daemon] notify_command` run with SODA_EVENT=QUESTION, a Trace comment;
-               the executor's run is suspended and its conversation kept
-    answered   `soda answer Q "text"` or an inbox file (kind answer, target Q)
-    resumed    `resumed_conversation` is the kept conversation with the answer as
-               the `ask_human` call's result: `AgentRunner.run(..., resume=)` goes on
-               from there instead of starting the task again
+               `[daemon] notify_command` run with SODA_EVENT=QUESTION, a Trace
+               comment; the executor's run is suspended: its conversation, the task
+               and its work so far (a commit under refs/soda/questions/ID, which
+               survives a restart) are kept with the question
+    answered   `soda answer Q "text"` or an inbox file (kind answer, target Q),
+               recorded at SENSE
+    resumed    the next iteration skips ORIENT (`resume_orientation`: a plan of the
+               answered tasks, no replanning); each task's first attempt takes its
+               work back (`take_resume`) and the executor goes on from its kept
+               conversation, the answer as the `ask_human` call's result
 
 Questions are rows, so an unanswered one outlives the process. `open_questions`
 is what `soda status` shows.
@@ -14,11 +18,15 @@ is what `soda status` shows.
 
 from __future__ import annotations
 
+import contextlib
 import json
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
+import git
 from sqlite_utils import Database
 
+from soda.contracts import IterationPlan, Orientation, PlanTask
 from soda.daemon_parts import notify
 from soda.llm.base import Message, ToolCall, ToolResult
 from soda.store import questions
@@ -29,12 +37,22 @@ from soda.tools.toolbox import Tool
 
 if TYPE_CHECKING:
     from soda.context import Iteration
-    from soda.contracts import PlanTask
     from soda.session import Session
+    from soda.workspace import Workspace
 
+RESUME_REF = "refs/soda/questions/{}"
+"""Where a waiting task's work so far is kept, by question id."""
 NOT_RUN = "not run: your work paused for a question to the person; call it again if needed"
 
-__all__ = ["Question", "executor_ask_tools", "open_questions", "resumed_conversation"]
+__all__ = [
+    "Question",
+    "Resume",
+    "executor_ask_tools",
+    "open_questions",
+    "resume_orientation",
+    "resumed_conversation",
+    "take_resume",
+]
 
 
 def open_questions(db: Database) -> list[Question]:
@@ -42,8 +60,10 @@ def open_questions(db: Database) -> list[Question]:
     return questions.open_questions(db)
 
 
-def executor_ask_tools(session: Session, it: Iteration, task: PlanTask) -> list[Tool]:
-    """The `ask_human` tool for the executor of one task of the plan."""
+def executor_ask_tools(
+    session: Session, it: Iteration, task: PlanTask, ws: Workspace
+) -> list[Tool]:
+    """The `ask_human` tool for the executor of one task of the plan, working in `ws`."""
 
     def ask(question: str) -> int:
         question_id = questions.ask(
@@ -68,11 +88,93 @@ def executor_ask_tools(session: Session, it: Iteration, task: PlanTask) -> list[
     def keep(
         question_id: int, messages: list[Message], results: list[ToolResult], call_id: str
     ) -> None:
-        questions.keep_conversation(
-            session.db, question_id, dumps(conversation_json(messages, results, call_id))
-        )
+        # The work so far as a commit under a ref of its own: recovery deletes
+        # soda-work/* branches after a restart, this one stays.
+        commit = ws.commit_all(f"{task.title} (unfinished)\n\nWaiting for question {question_id}")
+        commit = commit or ws.head()
+        ws.repo.git.update_ref(RESUME_REF.format(question_id), commit)
+        stored = conversation_json(messages, results, call_id)
+        stored.update(task=task.model_dump(mode="json"), commit=commit, base=ws.fork_point)
+        questions.keep_conversation(session.db, question_id, dumps(stored))
 
     return ask_tools(ask, keep)
+
+
+@dataclass(frozen=True)
+class Resume:
+    """An answered question's task, ready to go on: its conversation with the answer
+    and the commit holding its work so far."""
+
+    question_id: int
+    messages: list[Message]
+    commit: str
+    base: str
+
+    def restore(self, ws: Workspace) -> None:
+        """Put the task's work so far into `ws` (a fresh work tree on the tip); when
+        the milestone moved meanwhile, the fork point is the old tip, so the merge
+        brings the new tip in."""
+        ws.reset_to(self.commit)
+        if self.base != ws.fork_point:
+            ws.fork_point = self.base
+        with contextlib.suppress(git.GitCommandError):
+            ws.repo.git.update_ref("-d", RESUME_REF.format(self.question_id))
+
+
+def resume_orientation(session: Session) -> Orientation | None:
+    """ORIENT's place when questions were answered: the waiting tasks as the plan,
+    not replanned. None when there is nothing to resume. An answered question
+    that cannot be resumed (nothing was kept) is closed; its task is replanned."""
+    tasks: list[PlanTask] = []
+    for question in questions.answered(session.db):
+        stored = _stored(question)
+        if stored is None or "task" not in stored or question.task_id is None:
+            questions.settle(session.db, question.id, "closed")
+            session.events.emit("question.closed", {"question": question.id})
+            continue
+        task = PlanTask.model_validate(stored["task"])
+        if task.id in {t.id for t in tasks}:
+            task = task.model_copy(update={"id": f"{task.id}-q{question.id}"})
+        tasks.append(task.model_copy(update={"depends_on": []}))
+    if not tasks:
+        return None
+    summary = f"resuming {len(tasks)} task(s) that waited for a person's answer"
+    return Orientation(
+        spec_satisfied=False,
+        actionable_work_exists=True,
+        confidence="medium",
+        summary=summary,
+        task_updates=[],
+        new_tasks=[],
+        gaps=[],
+        iteration_plan=IterationPlan(
+            intent=f"Resume after answers: {', '.join(t.title for t in tasks)}",
+            approach="Each task goes on from where it asked, with the person's answer.",
+            tasks=tasks,
+        ),
+        stuck_reason=None,
+        learnings=[],
+    )
+
+
+def take_resume(session: Session, task: PlanTask) -> Resume | None:
+    """The answered question `task` waited for, taken (status resumed): the task's
+    first attempt goes on from it. None when the task waited for nothing."""
+    if task.task_id is None:
+        return None
+    for question in questions.answered(session.db):
+        stored = _stored(question)
+        messages = resumed_conversation(question)
+        if question.task_id != task.task_id or stored is None or messages is None:
+            continue
+        questions.settle(session.db, question.id, "resumed")
+        session.events.emit("question.resumed", {"question": question.id, "key": task.id})
+        return Resume(question.id, messages, stored["commit"], stored["base"])
+    return None
+
+
+def _stored(question: Question) -> dict[str, Any] | None:
+    return json.loads(question.conversation_json) if question.conversation_json else None
 
 
 def conversation_json(

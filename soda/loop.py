@@ -14,6 +14,7 @@ from dataclasses import dataclass
 
 from soda import iteration_report
 from soda.act import act
+from soda.asking import resume_orientation
 from soda.budget import check_before_iteration
 from soda.context import Iteration, IterationRecord
 from soda.decide import Decision, Kind
@@ -63,7 +64,8 @@ def iterate(session: Session, it: Iteration, say: Printer) -> Decision:
     record = it.record
     claims = sense_phase(session, it, say)
     record.save(phase="orient", claims_json=claims)
-    orientation = orient_phase(session, it, claims)
+    # Tasks that waited for a person's answer go on without replanning.
+    orientation = resume_orientation(session) or orient_phase(session, it, claims)
     plan = orientation.iteration_plan
     record.save(phase="decide", orient_json=orientation, intent=plan.intent if plan else None)
     say(f"orient: {spec_state(orientation)}; {orientation.summary}")

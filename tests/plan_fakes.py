@@ -118,9 +118,11 @@ def events(session: Session, kind: str) -> list[dict[str, Any]]:
 
 
 def set_key(root: Path, key: str, value: str) -> None:
-    """Set `key = value` in soda.toml (the key's one line), and commit it."""
+    """Set `key = value` in soda.toml (the key's one line, commented out or not), and
+    commit it."""
     config = root / "soda.toml"
-    text, count = re.subn(rf"(?m)^{re.escape(key)} = .*$", f"{key} = {value}", config.read_text())
+    pattern = rf"(?m)^(# )?{re.escape(key)} = .*$"
+    text, count = re.subn(pattern, f"{key} = {value}", config.read_text())
     assert count == 1, key
     config.write_text(text)
     git(root, "commit", "-q", "--allow-empty", "-am", f"configure {key}")

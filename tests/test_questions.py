@@ -1,0 +1,189 @@
+"""Questions to the person: the executor's `ask_human` stores and announces the
+question and suspends its task (its work kept) while the other tasks go on; the
+question outlives the session; `soda answer` (or an inbox file) answers it, and
+the next iteration resumes the task where it stopped, without replanning, with
+the answer as the tool's result."""
+
+from __future__ import annotations
+
+import json
+import os
+import time
+from pathlib import Path
+from typing import Any
+
+from soda.asking import RESUME_REF, open_questions
+from soda.config import load
+from soda.llm.base import ModelRequest
+from soda.llm.function import FunctionModel, Reply, call, first_turn, submit
+from soda.loop import Ending, run_loop
+from soda.milestone import milestone_branch
+from soda.session import Session
+from soda.store import questions
+from tests.conftest import git, soda
+from tests.plan_fakes import (
+    events,
+    executor,
+    fake_model,
+    new_project,
+    open_session,
+    plan,
+    set_key,
+    task,
+    task_of,
+)
+
+PLAN = plan(task("a", title="Pick the rounding"), task("b", title="Independent work"))
+QUESTION = "Which rounding mode should divide use?"
+ANSWERED = "The person answered: "
+
+
+def results(request: ModelRequest) -> list[str]:
+    return [r.content for m in request.messages for r in m.tool_results]
+
+
+def asking_executor(seen: list[list[str]]) -> Any:
+    """Task a writes a draft, asks, and after the answer writes it down; other
+    tasks are the plain executor. `seen` keeps each request's tool results."""
+
+    def answer(request: ModelRequest) -> Reply:
+        if task_of(request)["id"] != "a":
+            return executor(request)
+        seen.append(results(request))
+        answers = [r[len(ANSWERED) :] for r in results(request) if r.startswith(ANSWERED)]
+        latest = [r.content for r in request.messages[-1].tool_results]
+        if answers and any(r.startswith(ANSWERED) for r in latest):
+            return call("write_file", path="notes/a.txt", content=answers[0])
+        if answers:
+            return submit(
+                {
+                    "tasks_completed": [],
+                    "tasks_blocked": [],
+                    "task_comments": [],
+                    "new_subtasks": [],
+                    "learnings": [],
+                    "summary": "rounding as the person said",
+                }
+            )
+        if first_turn(request):
+            return call("write_file", path="notes/a-draft.txt", content="draft")
+        return call("ask_human", question=QUESTION)
+
+    return answer
+
+
+def on_milestone(root: Path, path: str) -> str | None:
+    branch = milestone_branch(load(root / "soda.toml"))
+    try:
+        return git(root, "show", f"{branch}:{path}")
+    except Exception:
+        return None
+
+
+def test_a_question_suspends_its_task_survives_a_restart_and_the_answer_resumes_it(
+    tmp_path: Path,
+) -> None:
+    root = new_project(tmp_path)
+    set_key(root, "notify_command", '"echo $SODA_EVENT $SODA_ITERATION >> state/notified.txt"')
+    seen: list[list[str]] = []
+    model = fake_model(PLAN, executor=asking_executor(seen))
+
+    # Iteration 1: a asks and waits, b goes on and merges.
+    session = open_session(root, model)
+    assert run_loop(session, lambda line: None, once=True).ending is Ending.CONTINUE
+    (asked,) = open_questions(session.db)
+    assert (asked.id, asked.question, asked.task_key, asked.status) == (1, QUESTION, "a", "open")
+    assert events(session, "question.asked")[0]["text"] == QUESTION
+    act = json.loads(session.db.execute("SELECT act_json FROM iterations").fetchone()[0])
+    assert {t["key"]: t["status"] for t in act["tasks"]} == {"a": "waiting", "b": "completed"}
+    assert on_milestone(root, "notes/b.txt") == "Independent work"
+    assert on_milestone(root, "notes/a-draft.txt") is None  # a's work is not merged
+    assert git(root, "cat-file", "-t", RESUME_REF.format(1)) == "commit"
+    assert (root / "state" / "notified.txt").read_text().split() == ["QUESTION", "1"]
+    report = json.loads(session.db.execute("SELECT report_json FROM iterations").fetchone()[0])
+    assert (report["waiting"], report["open_questions"]) == (1, 1)
+
+    # The person answers through the CLI; a wrong id is one line, exit 2.
+    wrong = soda("answer", "7", "whatever", cwd=root)
+    assert wrong.returncode == 2
+    assert wrong.stderr.strip() == "soda: no question 7 (see `soda status`)"
+    done = soda("answer", "1", "half even", cwd=root)
+    assert done.returncode == 0, done.stderr
+
+    # A new session (as after a restart): recovery ran, the question is still there.
+    session = Session.open(load(root / "soda.toml"), model=model)
+    assert [q.id for q in open_questions(session.db)] == [1]
+    calls_before = session.db.execute("SELECT count(*) FROM agent_calls").fetchone()[0]
+    assert run_loop(session, lambda line: None, once=True).ending is Ending.CONTINUE
+    assert questions.get(session.db, 1).status == "resumed"
+    assert open_questions(session.db) == []
+    # No replanning: iteration 2 called only the executor, which went on from its
+    # conversation (its first request already held the answer and the draft's result).
+    agents = session.db.execute(
+        "SELECT DISTINCT agent FROM agent_calls WHERE id > ?", [calls_before]
+    ).fetchall()
+    assert agents == [("executor",)]
+    resumed = next(r for r in seen if any(x.startswith(ANSWERED) for x in r))
+    assert resumed[-1] == f"{ANSWERED}half even" and len(resumed) == 2
+    assert on_milestone(root, "notes/a.txt") == "half even"
+    assert on_milestone(root, "notes/a-draft.txt") == "draft"  # the work before the question
+    row = session.db.execute("SELECT orient_json, outcome FROM iterations WHERE number = 2")
+    orient_json, outcome = row.fetchone()
+    assert outcome == "merged"
+    assert [t["id"] for t in json.loads(orient_json)["iteration_plan"]["tasks"]] == ["a"]
+
+
+def test_an_inbox_answer_is_recorded_at_sense(tmp_path: Path) -> None:
+    root = new_project(tmp_path)
+    session = open_session(root, fake_model(PLAN, executor=asking_executor([])))
+    run_loop(session, lambda line: None, once=True)
+    inbox = root / "state" / "inbox"
+    (inbox / "answer.json").write_text(json.dumps({"kind": "answer", "target": 1, "text": "up"}))
+    (inbox / "late.json").write_text(json.dumps({"kind": "answer", "target": 1, "text": "down"}))
+    for name, age in (("answer.json", 20), ("late.json", 10)):  # settled, in this order
+        os.utime(inbox / name, (time.time() - age, time.time() - age))
+    session = open_session(root, session.model)  # type: ignore[arg-type]
+    run_loop(session, lambda line: None, once=True)
+    assert questions.get(session.db, 1).answer == "up"
+    responses = [r[0] for r in session.db.execute("SELECT response FROM human_inputs ORDER BY id")]
+    assert responses == [
+        "answered question 1; its task resumes",
+        "question 1 is answered; answer not used",
+    ]
+    assert on_milestone(root, "notes/a.txt") == "up"
+
+
+def test_an_empty_question_is_an_error_result_not_a_suspension(tmp_path: Path) -> None:
+    root = new_project(tmp_path)
+    seen: list[str] = []
+
+    def answer(request: ModelRequest) -> Reply:
+        if first_turn(request):
+            return call("ask_human", question="   ")
+        seen.append(results(request)[-1])
+        return submit(
+            {
+                "tasks_completed": [],
+                "tasks_blocked": [],
+                "task_comments": [],
+                "new_subtasks": [],
+                "learnings": [],
+                "summary": "nothing",
+            }
+        )
+
+    session = open_session(root, FunctionModel.by_agent({**_orient(), "executor": answer}))
+    run_loop(session, lambda line: None, once=True)
+    assert seen == ["ask_human: the question is empty"]
+    assert open_questions(session.db) == []
+
+
+def _orient() -> dict[str, Any]:
+    from tests.plan_fakes import NOT_MET, VERIFIED, planning
+
+    one = plan(task("a"))
+    return {
+        "verifier": lambda r: submit(VERIFIED),
+        "assessor": lambda r: submit(NOT_MET),
+        "planner": lambda r: submit(planning(one)),
+    }
