@@ -52,12 +52,28 @@ __all__ = [
     "resume_orientation",
     "resumed_conversation",
     "take_resume",
+    "waiting_for_answers",
 ]
 
 
 def open_questions(db: Database) -> list[Question]:
     """Questions waiting for a person, oldest first."""
     return questions.open_questions(db)
+
+
+def waiting_for_answers(db: Database) -> dict[str, str]:
+    """The planner's note on tasks waiting for a person's answer (they resume when
+    it comes, so they are not planned again); nothing when none waits."""
+    waiting = open_questions(db)
+    if not waiting:
+        return {}
+    lines = [
+        f"- Trace task {q.task_id} ({q.task_key}), question {q.id}: {q.question}" for q in waiting
+    ]
+    return {
+        "waiting_for_answers": "These tasks wait for a person's answer and resume when it "
+        "comes; do not plan them (nor work that needs the answer):\n" + "\n".join(lines)
+    }
 
 
 def executor_ask_tools(

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 from soda import planning as planning_mode
 from soda.agents import load_agent
+from soda.asking import waiting_for_answers
 from soda.contracts import Assessment, Claims, IterationPlan, Orientation, Planning, Verification
 from soda.contracts.orient import LearningVerdict
 from soda.errors import InputError, StructuralError
@@ -47,10 +48,11 @@ def orient(session: Session, claims: Claims, number: int) -> Orientation:
     inputs = {"spec": session.spec_text(), "claims": claims}
     known = {task.id for task in session.tracker.list()}
     choice = planning_mode.choose(session, claims)  # [loop] planning: a DAG or one task
+    for_planner = {**choice.planner_inputs(), **waiting_for_answers(session.db)}
     if session.config.loop.orient_pattern == "single":
-        orientation = _single(session, {**inputs, **choice.planner_inputs()}, tools, known)
+        orientation = _single(session, {**inputs, **for_planner}, tools, known)
     else:
-        orientation = _split(session, inputs, tools, known, choice.planner_inputs())
+        orientation = _split(session, inputs, tools, known, for_planner)
     return planning_mode.shape(session, orientation, choice)
 
 

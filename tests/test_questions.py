@@ -187,3 +187,21 @@ def _orient() -> dict[str, Any]:
         "assessor": lambda r: submit(NOT_MET),
         "planner": lambda r: submit(planning(one)),
     }
+
+
+def test_while_a_question_is_open_the_planner_is_told_not_to_plan_its_task(
+    tmp_path: Path,
+) -> None:
+    from tests.plan_fakes import planning, recording
+
+    root = new_project(tmp_path)
+    asked: list[str] = []
+    planner = recording(lambda r: submit(planning(PLAN)), asked)
+    model = fake_model(PLAN, executor=asking_executor([]), planner=planner)
+    session = open_session(root, model)
+    run_loop(session, lambda line: None, once=True)
+    assert "Waiting For Answers" not in asked[0]
+    session = open_session(root, model)
+    run_loop(session, lambda line: None, once=True)
+    assert "## Waiting For Answers" in asked[1]
+    assert f"Trace task 2 (a), question 1: {QUESTION}" in asked[1]
