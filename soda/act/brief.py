@@ -42,10 +42,12 @@ def executor_inputs(
     task: PlanTask,
     baseline: TestReport,
     notes: list[str],
+    history: str | None = None,
 ) -> dict[str, Any]:
     """The executor's first message, by input name (see agents/executor.md).
     `notes`: what this attempt must know (dependencies that did not finish, why
-    the task runs again)."""
+    the task runs again); `history`: the task's Trace history as read when it
+    started (default: read now)."""
     task_input: dict[str, Any] = task.model_dump(mode="json")
     if notes:
         task_input["notes"] = notes
@@ -55,7 +57,7 @@ def executor_inputs(
         "learnings": learnings.active(session.db, MAX_LEARNINGS) or "(none yet)",
         "plan": plan,
         "task": task_input,
-        "task_history": task_history(session, task),
+        "task_history": task_history(session, task) if history is None else history,
         "baseline": f"{baseline.summary()}\n\n{baseline.output[-BASELINE_TAIL:]}",
     }
 

@@ -21,6 +21,7 @@ runner checks them before every model call.
 
 from __future__ import annotations
 
+import contextlib
 import copy
 import re
 import threading
@@ -29,7 +30,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from soda.act.brief import executor_inputs
+from soda.act.brief import executor_inputs, task_history
 from soda.act.execute import TaskOutcome
 from soda.act.merge import AskPerson, merge_task
 from soda.act.retry import Failure, advise
@@ -37,7 +38,7 @@ from soda.agents import load_agent
 from soda.asking import executor_ask_tools, take_resume
 from soda.context import Iteration
 from soda.contracts import ExecuteResult, IterationPlan, PlanTask
-from soda.errors import Interrupted
+from soda.errors import InputError, Interrupted
 from soda.gate.runner import TestReport
 from soda.llm.base import ModelResponse
 from soda.runtime import AgentRunner, Suspended
@@ -128,6 +129,8 @@ class PlanRun:
         self._recorder = _LockedRecorder(session.runner.record)
         self._cancel_lock = threading.Lock()
         self._cancel_checked = float("-inf")
+        self._history: dict[str, str] = {}
+        """Each task's Trace history as it was when the task started."""
 
     # --- stop and cancel ------------------------------------------------------
 
@@ -172,8 +175,9 @@ class PlanRun:
                 "work with what exists"
             )
         self._emit("act.task.start", task, title=task.title, missing=missing)
+        self._history[task.id] = task_history(session, task)  # before it moves
         if task.task_id is not None:
-            session.tracker.start(task.task_id)
+            _start(session, task.task_id)
         current, notes = task, list(base_notes)
         retries: list[str] = []
         sibling_retry, smart_left = True, session.config.act.task_retries
@@ -226,7 +230,10 @@ class PlanRun:
                 jail=session.jail,
                 repo_map_tokens=session.config.context.repo_map_tokens,
             ).extended(executor_ask_tools(session, self.it, task, ws))  # ask_human: suspends
-            inputs = executor_inputs(session, self.it.number, self.plan, task, self.baseline, notes)
+            inputs = executor_inputs(
+                session, self.it.number, self.plan, task, self.baseline, notes,
+                self._history.get(task.id),
+            )  # fmt: skip
             try:
                 answer = self.runner().run(
                     load_agent("executor"),
@@ -341,6 +348,16 @@ class PlanRun:
     def _emit(self, event: str, task: PlanTask, **data: Any) -> None:
         payload = {"plan": self.it.number, "key": task.id, "task_id": task.task_id, **data}
         self.session.events.emit(event, payload)
+
+
+def _start(session: Session, task_id: int) -> None:
+    """Mark the Trace task in progress; the planner chose it, so a blocked one is
+    unblocked first (the plan says it can go on). A closed one stays closed."""
+    tracker = session.tracker
+    if tracker.show(task_id).status == "blocked":
+        tracker.unblock(task_id)
+    with contextlib.suppress(InputError):
+        tracker.start(task_id)
 
 
 def skipped_recorder(session: Session, it: Iteration) -> Callable[[TaskOutcome], None]:
