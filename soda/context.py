@@ -4,7 +4,10 @@
                database, events, model runner, Trace, human queue, jail,
                checkout pool, milestone, clock
     Iteration  one iteration: its number, its record, its cancel flag
-    TaskScope  one task of the plan: the task, its worktree, its baseline
+
+What the tasks of one plan share while they run (the merge lock, the tip's
+test report, the stop flag) is `soda.act.task.PlanRun`; a task's own state
+(its worktree, its executor session) lives in its attempt.
 
 A phase takes what it needs from these and returns a value; the iteration's
 record is written by the loop (`IterationRecord`), not from inside the phases.
@@ -22,10 +25,7 @@ from soda.store import runs
 from soda.store.db import now
 
 if TYPE_CHECKING:
-    from soda.contracts import PlanTask
-    from soda.gate.runner import TestReport
     from soda.recorder import CallRecorder
-    from soda.workspace import Workspace
 
 
 @dataclass
@@ -63,15 +63,3 @@ class Iteration:
     @property
     def id(self) -> int:
         return self.record.id
-
-
-@dataclass
-class TaskScope:
-    """One task of the plan: its worktree and what the executor starts from."""
-
-    iteration: Iteration
-    task: PlanTask
-    workspace: Workspace
-    baseline: TestReport
-    missing: list[str] = field(default_factory=list)
-    """Dependencies that did not finish: the task runs with what exists."""

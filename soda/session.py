@@ -51,8 +51,8 @@ class Milestone:
 class Session:
     """What lives as long as one run of the process (`soda run`, a daemon wake).
 
-    Per-iteration state lives in `soda.context.Iteration`, per-task state in
-    `soda.context.TaskScope`."""
+    Per-iteration state lives in `soda.context.Iteration`, what the tasks of one
+    plan share in `soda.act.task.PlanRun`."""
 
     config: Config
     repo: Repo
