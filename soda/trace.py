@@ -86,14 +86,17 @@ class SqliteTracker:
             raise InputError("a task needs a title")
         if parent_id is not None:
             self.show(parent_id)
-        twin = self.twin(title, parent_id)
-        if twin is not None:
-            body = f"merged a new task with the same title: {description.strip() or title.strip()}"
-            task_rows.add_comment(self.db, twin.id, author, body, iteration_id)
-            return self.show(twin.id)
-        task_id = task_rows.insert(
-            self.db, self.milestone, title.strip(), description, parent_id, risk
-        )
+        # One block: ACT's task threads share the connection, and the block keeps
+        # another thread from creating the same task between the check and the insert.
+        with self.db.conn:
+            twin = self.twin(title, parent_id)
+            if twin is not None:
+                body = f"merged a new task with the same title: {description.strip() or title}"
+                task_rows.add_comment(self.db, twin.id, author, body, iteration_id)
+                return self.show(twin.id)
+            task_id = task_rows.insert(
+                self.db, self.milestone, title.strip(), description, parent_id, risk
+            )
         return self.show(task_id)
 
     def twin(self, title: str, parent_id: int | None) -> Task | None:

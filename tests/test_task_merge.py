@@ -6,6 +6,7 @@ Real git, real SQLite, the real jail; the model is a FunctionModel."""
 from __future__ import annotations
 
 import json
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
@@ -55,6 +56,15 @@ def test_other_parents_closed_and_blocked_tasks_are_not_merged(tracker: SqliteTr
     assert fresh.id not in (under_root.id, under_other.id)
     assert tracker.create("Add divide", parent_id=parent.id).id not in (under_other.id, fresh.id)
     assert all(not tracker.comments(t.id) for t in tracker.list())
+
+
+def test_threads_creating_the_same_task_make_one_row(tracker: SqliteTracker) -> None:
+    """ACT's parallel tasks share one connection: the check and the insert are one step."""
+    with ThreadPoolExecutor(max_workers=8) as pool:
+        made = list(pool.map(lambda n: tracker.create("Add divide", f"from {n}", 1), range(8)))
+    assert len({task.id for task in made}) == 1
+    assert len(tracker.list()) == 2  # the root and one task
+    assert len(tracker.comments(made[0].id)) == 7
 
 
 # --- through the loop: ORIENT's tasks and the executor's subtasks ---------------
