@@ -7,6 +7,7 @@ They register on `soda.cli.app`, which imports this module near its end.
 from __future__ import annotations
 
 import json
+import os
 import sys
 import time
 from typing import Annotated, Any
@@ -190,8 +191,8 @@ def events(
             time.sleep(FOLLOW_POLL_SECONDS)
     except KeyboardInterrupt:
         return  # Ctrl-C is how -f ends: a normal exit
-    except BrokenPipeError:
-        sys.stderr.close()  # the reader went away (e.g. `| head`): nothing to say
+    except BrokenPipeError:  # the reader went away (e.g. `| head`): nothing to say
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
 
 
 def cost_report(db: Any) -> dict[str, Any]:
