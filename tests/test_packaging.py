@@ -43,7 +43,9 @@ def test_distribution_is_soda_daemon_and_pytest_only_an_extra(wheel: Path) -> No
     (metadata,) = [n for n in archive.namelist() if n.endswith(".dist-info/METADATA")]
     headers = archive.read(metadata).decode().split("\n\n", 1)[0].splitlines()
     assert "Name: soda-daemon" in headers
-    requires = [h.removeprefix("Requires-Dist: ") for h in headers if h.startswith("Requires-Dist:")]
+    requires = [
+        h.removeprefix("Requires-Dist: ") for h in headers if h.startswith("Requires-Dist:")
+    ]
     pytest_requires = [r for r in requires if r.startswith("pytest")]
     assert pytest_requires and all("extra ==" in r for r in pytest_requires), requires
     (entry_points,) = [n for n in archive.namelist() if n.endswith("entry_points.txt")]
