@@ -1,5 +1,6 @@
 """The daemon as a person uses it: real processes started with `soda start`, real
-signals, real files in the inbox, the scripted model. Every wait is bounded."""
+signals, real files in the inbox, the scripted model. Every wait is a condition
+with a deadline, never a fixed sleep (an idle daemon's free wakes: test_wakes)."""
 
 from __future__ import annotations
 
@@ -118,54 +119,6 @@ def test_start_status_tell_reject_stop(project) -> None:
     assert "soda: stopped" in soda("status", cwd=root).stdout
 
 
-def test_idle_daemon_makes_no_model_calls_and_wakes_on_a_file(project) -> None:
-    again = [
-        {
-            "agent": "verifier",
-            "tool_calls": [
-                {
-                    "name": "submit",
-                    "input": {
-                        "checks": [],
-                        "task_updates": [],
-                        "learnings": [],
-                        "summary": "still fine",
-                    },
-                }
-            ],
-        },
-        {
-            "agent": "assessor",
-            "tool_calls": [
-                {
-                    "name": "submit",
-                    "input": {
-                        "spec_satisfied": True,
-                        "confidence": "high",
-                        "gaps": [],
-                        "summary": "still met",
-                    },
-                }
-            ],
-        },
-    ]
-    root = project(DEMO + again)
-    assert soda("start", cwd=root).returncode == 0
-    wait_for(lambda: query(root, "SELECT 1 FROM iterations WHERE decision = 'DONE'"), 60, "DONE")
-    calls = query(root, "SELECT count(*) FROM agent_calls")[0][0]
-    time.sleep(2.0)  # idle: ticks may pass, but nothing asks the model anything
-    assert query(root, "SELECT count(*) FROM agent_calls")[0][0] == calls
-    (root / "state" / "inbox" / "note.md").write_text("is divide rounding right?\n")
-    wait_for(
-        lambda: query(root, "SELECT 1 FROM iterations WHERE number = 3 AND decision = 'DONE'"),
-        20,
-        "a new iteration",
-    )
-    applied = query(root, "SELECT status, applied_iteration FROM human_inputs")
-    assert applied == [("applied", 3)]
-    assert soda("stop", cwd=root, timeout=30).returncode == 0
-
-
 def test_sigkill_in_act_then_restart_recovers(project) -> None:
     slow = [dict(entry) for entry in DEMO]
     # The executor's first command now takes long enough to be killed mid-ACT.
@@ -186,7 +139,8 @@ def test_sigkill_in_act_then_restart_recovers(project) -> None:
     )
     os.kill(pid, signal.SIGKILL)
     wait_for(lambda: not alive(pid), 10, "the kill")
-    assert (root / "state" / "worktrees" / "work").exists()  # left behind by the crash
+    worktrees = root / "state" / "worktrees"
+    assert list(worktrees.glob("work*"))  # the executor's worktree, left behind by the crash
 
     # Restart with a script that finds the spec unmet but has nothing to do.
     stuck = [
@@ -238,7 +192,7 @@ def test_sigkill_in_act_then_restart_recovers(project) -> None:
     )
     first = query(root, "SELECT outcome, error FROM iterations WHERE number = 1")[0]
     assert first == ("aborted", "aborted in phase act")
-    assert not (root / "state" / "worktrees" / "work").exists()
+    assert not list(worktrees.glob("work*"))
     assert git(root, "rev-parse", "soda/spec") == base  # never moved to an ungated commit
     told = query(root, "SELECT status FROM human_inputs WHERE payload_json LIKE '%keep it simple%'")
     assert told and told[0][0] in ("pending", "claimed", "applied")

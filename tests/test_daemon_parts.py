@@ -307,7 +307,8 @@ def test_a_daemon_survives_a_hostile_inbox_and_still_hears_files(tmp_path: Path)
             "the rejection of the non-UTF-8 name",
         )
         assert query("SELECT 1 FROM events WHERE kind = 'watcher.restarted'")
-        time.sleep(0.2)  # let the ingest's own moves pass, as a person would
+        settled = [".claimed", ".lock", "processed", "rejected"]
+        wait_for(lambda: sorted(os.listdir(inbox)) == settled, 15, "the ingest's own moves")
         (inbox / "hold.json").write_text('{"kind": "pause"}')
         wait_for(
             lambda: query("SELECT 1 FROM human_inputs WHERE kind = 'pause'"),
