@@ -830,6 +830,8 @@ EXPECTED_ROUTES = {
     ("resume", None): Route.CONTROL,
     ("stop", None): Route.CONTROL,
     ("cancel", None): Route.CONTROL,
+    ("plan_edit", None): Route.EDIT,
+    ("answer", None): Route.ANSWER,
 }
 
 
@@ -843,6 +845,8 @@ def test_route_of_a_valid_input(kind: str, action: str | None) -> None:
     fields: dict[str, Any] = {"kind": kind, "text": "words", "task_id": 4, "target": 2}
     if action is not None:
         fields["action"] = action
+    if kind == "plan_edit":
+        fields["plan"] = {"intent": "-", "approach": "-", "tasks": []}
     item = HumanInput.model_validate(fields)
     assert route(item) is EXPECTED_ROUTES[(kind, action)]
 
