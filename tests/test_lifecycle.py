@@ -10,6 +10,8 @@ import os
 import signal
 import subprocess
 import sys
+import threading
+import time
 import uuid
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -17,11 +19,13 @@ from typing import Any
 
 import pytest
 
+from soda import proc
 from soda.config import load
 from soda.demo import SCRIPT_PATH, prepare
-from soda.lifecycle import read_activity
+from soda.lifecycle import ActivityFile, kill_leftovers, read_activity
 from soda.llm.function import FunctionModel
 from soda.loop import run_loop
+from soda.proc import LiveCommand
 from soda.session import Session
 from soda.store import open_db
 from soda.store.db import now
@@ -226,3 +230,48 @@ def test_a_crash_of_the_loop_is_recorded_as_a_crash_with_its_error(tmp_path: Pat
     assert row[:2] == ("crashed", "RuntimeError: the fake model broke") and row[2]
     status = session.db.execute("SELECT status, final_reason FROM runs").fetchone()
     assert status == ("crashed", "RuntimeError: the fake model broke")
+
+
+def test_a_restart_kills_what_a_dead_soda_left_running_and_nothing_else(tmp_path: Path) -> None:
+    state = tmp_path / "state"
+    state.mkdir()
+    left = subprocess.Popen(["sleep", "60"], start_new_session=True)
+    other = subprocess.Popen(["sleep", "61"], start_new_session=True)
+    dead = subprocess.Popen(["true"])
+    dead.wait()
+    try:
+        ActivityFile(state)(
+            [
+                LiveCommand(left.pid, "sleep 60", time.time(), proc.start_ticks(left.pid)),
+                # the same group id but another process (its id was reused): spared
+                LiveCommand(other.pid, "sleep 61", time.time(), 1),
+            ]
+        )
+        data = json.loads((state / "activity.json").read_text())
+        data["pid"] = dead.pid  # written by a soda that has died since
+        (state / "activity.json").write_text(json.dumps(data))
+        assert kill_leftovers(state, alive) == 1
+        assert left.wait(timeout=10) == -signal.SIGKILL
+        assert other.poll() is None
+        assert not (state / "activity.json").exists()
+    finally:
+        for process in (left, other):
+            if process.poll() is None:
+                process.kill()
+                process.wait()
+
+
+def test_a_second_signal_kills_every_running_command_at_once(tmp_path: Path) -> None:
+    results: list[proc.CommandResult] = []
+    worker = threading.Thread(
+        target=lambda: results.append(proc.run("sleep 30; echo late", cwd=tmp_path, timeout=60))
+    )
+    started = time.monotonic()
+    worker.start()
+    wait_for(proc.live_commands, 10, "the command to start")
+    assert [c.command for c in proc.live_commands()] == ["sleep 30; echo late"]
+    assert proc.kill_live() == 1
+    worker.join(timeout=10)
+    assert not worker.is_alive() and time.monotonic() - started < 10
+    assert results[0].returncode == -signal.SIGKILL and "late" not in results[0].output
+    assert proc.live_commands() == []
