@@ -36,7 +36,7 @@ from soda.daemon_parts import LOG_NAME, in_window, keep_watching, notify, parse_
 from soda.errors import SodaError, UserError
 from soda.events import Events
 from soda.jail import Jail
-from soda.lifecycle import stop_signals, write_error, write_ready
+from soda.lifecycle import publish_wake, stop_signals, write_error, write_ready
 from soda.lock import release_lock
 from soda.loop import Ending, run_iteration
 from soda.wake import nothing_new
@@ -115,6 +115,7 @@ class Daemon:
         try:
             while not self.stopping.is_set():
                 self._tick(session)
+                publish_wake(self.config.state_dir, self._next_wake())
                 self.wake.wait()
                 self.wake.clear()
         except KeyboardInterrupt:
@@ -128,6 +129,7 @@ class Daemon:
             session.events.emit("daemon.crashed", {"error": reason})
         finally:
             self.stopping.set()
+            publish_wake(self.config.state_dir, None)
             scheduler.shutdown(wait=False)
             session.finish_run(status, reason)  # once: a run closed already stays as it was
             release_lock(self.config.state_dir)
@@ -167,6 +169,23 @@ class Daemon:
         elif result.ending is Ending.INTERRUPTED:
             session.finish_run("interrupted", result.reason)
             self.stopping.set()
+
+    def _next_wake(self) -> str | None:
+        """When the daemon will next look for work, for `soda status`."""
+        if self.stopping.is_set():
+            return None
+        if self.paused:
+            return "when resumed (`soda resume`)"
+        if self.idle:
+            return "when a person writes (soda tell, state/inbox/, or the spec)"
+        if self.wake.is_set():
+            return "now (more work)"
+        now = datetime.now().astimezone()
+        if not in_window(self.windows, now):
+            times = [t.get_next_fire_time(None, now) for t in self.windows]
+            first = min((t for t in times if t is not None), default=None)
+            return f"at {first.isoformat(timespec='minutes')} (daemon.windows)" if first else None
+        return f"at the next tick, within {self.config.daemon.tick_seconds:g} s"
 
     def _apply_control(self, session: Any) -> None:
         for action in session.human.take_control_while_idle(session.next_iteration_number()):

@@ -6,6 +6,8 @@
 - While it runs, soda keeps `state/activity.json`: its pid and the commands it
   started that still run (test runs, agents' commands), so `soda stop` can say
   what it waits for and the next start can end what a `kill -9` left running.
+- The daemon publishes when it will next look for work (`state/daemon.wake`,
+  read by `next_wake` for `soda status`).
 - `stop_signals` gives `soda run` and the daemon the same SIGTERM/SIGINT: the
   first stops at the next safe point, the second at once (every command soda
   started is killed, then KeyboardInterrupt closes the records on the way out).
@@ -30,6 +32,7 @@ from soda.proc import LiveCommand
 READY_NAME = "daemon.ready"
 ERROR_NAME = "daemon.error"
 ACTIVITY_NAME = "activity.json"
+WAKE_NAME = "daemon.wake"
 
 
 # --- readiness -----------------------------------------------------------------
@@ -58,6 +61,26 @@ def read_start(state_dir: Path) -> tuple[str, str] | None:
             if text:
                 return kind, text
     return None
+
+
+def publish_wake(state_dir: Path, text: str | None) -> None:
+    """The daemon says when it will next look for work (None: it is stopping)."""
+    path = state_dir / WAKE_NAME
+    if text is None:
+        path.unlink(missing_ok=True)
+    else:
+        _write_atomically(path, f"{os.getpid()}\t{text}\n")
+
+
+def next_wake(state_dir: Path) -> str | None:
+    """When the running daemon will next look for work, in words ("when a person
+    writes ...", "at the next tick, within 5 s", ...); None when no daemon runs."""
+    try:
+        pid, _, text = (state_dir / WAKE_NAME).read_text(encoding="utf-8").partition("\t")
+        os.kill(int(pid), 0)
+    except (OSError, ValueError):
+        return None
+    return text.strip() or None
 
 
 # --- activity --------------------------------------------------------------------

@@ -16,6 +16,7 @@ from soda.config import load
 from soda.contracts import HumanInput
 from soda.demo import SCRIPT_PATH, prepare
 from soda.human.write import write_input
+from soda.lifecycle import next_wake
 from soda.llm.function import FunctionModel, submit
 from soda.loop import Ending, run_loop
 from soda.session import Session
@@ -145,6 +146,8 @@ def test_the_daemon_skips_wakes_with_nothing_new_and_works_on_news(tmp_path: Pat
         wait_for(lambda: skipped() > before, 15, "the idle cancel's skipped wake")
         assert query(root, "SELECT count(*) FROM agent_calls")[0][0] == calls
         assert query(root, "SELECT max(number) FROM iterations")[0][0] == 2
+        idle = "when a person writes (soda tell, state/inbox/, or the spec)"
+        wait_for(lambda: next_wake(root / "state") == idle, 10, "the published next wake")
 
         # News: a person's note makes a new run (its budgets from 0) and an iteration.
         (inbox / "note.md").write_text("is divide rounding right?\n")
@@ -177,6 +180,7 @@ def test_the_daemon_skips_wakes_with_nothing_new_and_works_on_news(tmp_path: Pat
         assert query(root, "SELECT max(number) FROM iterations")[0][0] == 4
         process.send_signal(signal.SIGTERM)
         assert process.wait(timeout=30) == 0
+        assert next_wake(root / "state") is None
     finally:
         if process.poll() is None:
             process.kill()
