@@ -163,6 +163,6 @@ def stop_signals(stop_soon: Callable[[], None]) -> Iterator[None]:
 
 def _write_atomically(path: Path, text: str) -> None:
     path.parent.mkdir(parents=True, exist_ok=True)
-    temp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+    temp = path.with_name(f".{path.name}.{os.getpid()}.{threading.get_ident()}.tmp")
     temp.write_text(text, encoding="utf-8")
     temp.replace(path)

@@ -80,8 +80,9 @@ def live_commands() -> list[LiveCommand]:
 
 
 def kill_live() -> int:
-    """SIGKILL the group of every command still running; how many there were."""
-    live = live_commands()
+    """SIGKILL the group of every command still running; how many there were. Safe
+    in a signal handler: it takes no lock (the thread it interrupted may hold one)."""
+    live = tuple(_live.values())  # one C-level copy under the GIL
     for command in live:
         _signal_group(command.pgid, signal.SIGKILL)
     return len(live)
@@ -109,15 +110,17 @@ def start_ticks(pid: int) -> int | None:
 
 
 def _changed(pgid: int, command: LiveCommand | None) -> None:
+    # One lock for the change and the observer's call: tasks running in parallel
+    # threads tell the observer their changes in order, each with the whole list.
     with _live_lock:
         if command is None:
             _live.pop(pgid, None)
         else:
             _live[pgid] = command
-    observer = _observer
-    if observer is not None:
-        with contextlib.suppress(Exception):  # an activity file is never worth a failure
-            observer(live_commands())
+        observer = _observer
+        if observer is not None:
+            with contextlib.suppress(Exception):  # an activity file is never worth a failure
+                observer(sorted(_live.values(), key=lambda c: c.started))
 
 
 @dataclass(frozen=True)
