@@ -22,7 +22,8 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from soda.act.execute import ExecutionReport, TaskOutcome, execute_plan
-from soda.act.task import PlanRun, TaskWaiting, skipped_recorder
+from soda.act.records import skipped_recorder
+from soda.act.task import PlanRun, TaskWaiting
 from soda.context import Iteration
 from soda.contracts import IterationPlan
 from soda.errors import InputError, StructuralError
@@ -85,14 +86,20 @@ def act(
     run = PlanRun(
         session, it, plan, baseline, lambda verdict: _ask_person(session, it.number, verdict, say)
     )
-    report = execute_plan(
-        plan,
-        run.run_task,
-        run.cancelled,
-        max_parallel=session.config.act.max_parallel_tasks,
-        on_skip=skipped_recorder(session, it),
-        stop=run.abort.set,
-    )
+    try:
+        report = execute_plan(
+            plan,
+            run.run_task,
+            run.cancelled,
+            max_parallel=session.config.act.max_parallel_tasks,
+            on_skip=skipped_recorder(session, it),
+            stop=run.abort.set,
+        )
+    except BaseException as exc:
+        first = run.first_error
+        if first is not None and first is not exc:
+            raise first from None  # e.g. the budget, not the other tasks' stop
+        raise
     result = _result(report, baseline, run.landed)
     for outcome in report.merged:
         say(f"act: merged {outcome.task.id} ({outcome.task.title}) in {outcome.merged_commit}")

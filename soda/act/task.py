@@ -26,13 +26,13 @@ import copy
 import re
 import threading
 import time
-from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
 from soda.act.brief import executor_inputs, task_history
 from soda.act.execute import TaskOutcome
 from soda.act.merge import AskPerson, merge_task
+from soda.act.records import LockedRecorder
 from soda.act.retry import Failure, advise
 from soda.agents import load_agent
 from soda.asking import executor_ask_tools, take_resume
@@ -40,7 +40,6 @@ from soda.context import Iteration
 from soda.contracts import ExecuteResult, IterationPlan, PlanTask
 from soda.errors import InputError, Interrupted
 from soda.gate.runner import TestReport
-from soda.llm.base import ModelResponse
 from soda.runtime import AgentRunner, Suspended
 from soda.session import Session
 from soda.tools import worktree_tools
@@ -77,31 +76,6 @@ class Attempt:
     workspace: Workspace | None = None
 
 
-class _LockedRecorder:
-    """The session's recorder behind a lock: the iteration's totals, the budget
-    check and the events it writes are shared by every task's runner. Every
-    method of the recorder is reached through the lock."""
-
-    def __init__(self, recorder: Any) -> None:
-        self._recorder = recorder
-        self._lock = threading.RLock()
-
-    def __call__(self, agent: str, response: ModelResponse, turn: int) -> None:
-        with self._lock:
-            self._recorder(agent, response, turn)
-
-    def __getattr__(self, name: str) -> Any:
-        attribute = getattr(self._recorder, name)
-        if not callable(attribute):
-            return attribute
-
-        def locked(*args: Any, **kwargs: Any) -> Any:
-            with self._lock:
-                return attribute(*args, **kwargs)
-
-        return locked
-
-
 class PlanRun:
     """What the tasks of one plan share: the merge lock, the tip's test report,
     the stop flag and the cancel check."""
@@ -126,7 +100,10 @@ class PlanRun:
         """The merge commits that landed, in landing order."""
         self.abort = threading.Event()
         """Set when a task raised (or this thread was interrupted): the others stop."""
-        self._recorder = _LockedRecorder(session.runner.record)
+        self.first_error: BaseException | None = None
+        """What the first task to raise raised: the others were then stopped, and
+        their `Interrupted` is not the story."""
+        self._recorder = LockedRecorder(session.runner.record)
         self._cancel_lock = threading.Lock()
         self._cancel_checked = float("-inf")
         self._history: dict[str, str] = {}
@@ -162,7 +139,10 @@ class PlanRun:
     def run_task(self, task: PlanTask, missing: list[str]) -> TaskOutcome:
         try:
             return self._run(task, missing)
-        except BaseException:
+        except BaseException as exc:
+            with self._cancel_lock:
+                if self.first_error is None:
+                    self.first_error = exc
             self.abort.set()
             raise
 
@@ -267,6 +247,8 @@ class PlanRun:
     ) -> Attempt:
         diffstat = ws.diff_stat()
         with self.merge_lock:
+            if self.it.cancel_requested or self.stopping():  # while it waited for its turn
+                return Attempt("cancelled", "cancelled before its merge", result=result)
             merged = merge_task(
                 self.session, ws, task, result.summary, self.tip_report, self.it.number,
                 self.ask_person,
@@ -274,6 +256,9 @@ class PlanRun:
             if merged.status == "merged" and merged.commit:
                 self.landed.append(merged.commit)
                 self.tip_report = merged.after or self.tip_report
+                if task.task_id is not None:  # Trace learns at once, whatever comes next
+                    with contextlib.suppress(InputError):  # already closed
+                        self.session.tracker.close(task.task_id, f"merged in {merged.commit[:10]}")
         return Attempt(
             merged.status,
             merged.reason,
@@ -358,18 +343,3 @@ def _start(session: Session, task_id: int) -> None:
         tracker.unblock(task_id)
     with contextlib.suppress(InputError):
         tracker.start(task_id)
-
-
-def skipped_recorder(session: Session, it: Iteration) -> Callable[[TaskOutcome], None]:
-    """Records a skip as it happens: an `act.task.skipped` event and a Trace comment."""
-
-    def record(outcome: TaskOutcome) -> None:
-        task = outcome.task
-        session.events.emit(
-            "act.task.skipped",
-            {"plan": it.number, "key": task.id, "task_id": task.task_id, "reason": outcome.reason},
-        )
-        if task.task_id is not None:
-            session.tracker.comment(task.task_id, "soda", f"skipped: {outcome.reason}", it.id)
-
-    return record
