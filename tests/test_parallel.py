@@ -23,7 +23,7 @@ from soda.act import ActResult, act
 from soda.config import load
 from soda.contracts import HumanInput, IterationPlan, PlanTask
 from soda.demo import prepare
-from soda.errors import Interrupted
+from soda.errors import ContractViolation, Interrupted
 from soda.human.write import write_input
 from soda.llm.base import ModelRequest
 from soda.llm.function import FunctionModel, Reply, call, first_turn, submit
@@ -321,6 +321,31 @@ def test_stop_reaches_every_running_task(tmp_path: Path) -> None:
     assert work_branches(session) == ""
     assert milestone_merges(session) == []
     session.finish_run("interrupted", "test")
+
+
+def test_a_broken_answer_in_one_task_stops_the_others_and_is_what_act_raises(
+    tmp_path: Path,
+) -> None:
+    started = threading.Barrier(2, timeout=DEADLINE_S)
+    turns: list[str] = []
+
+    def executor(request: ModelRequest) -> Reply:
+        key = the_task(request)["id"]
+        turns.append(key)
+        if first_turn(request):
+            started.wait()
+            if key == "b":  # the second task of the plan: its error, not a's stop, is raised
+                return submit({"summary": 42})  # breaks the contract: a HALT
+        wait_for(lambda: "b" in turns, "b's answer")
+        time.sleep(0.05)  # the model's latency
+        return call("list_files", path=".")
+
+    session = open_project(tmp_path, FunctionModel.by_agent({"executor": executor}))
+    with pytest.raises(ContractViolation):
+        run_act(session, task("a"), task("b"))
+    assert turns.count("a") < 40  # a was stopped, not left to run out of turns
+    assert work_branches(session) == "" and milestone_merges(session) == []
+    session.finish_run("halted", "test")
 
 
 # --- shared state ------------------------------------------------------------------
