@@ -262,3 +262,42 @@ def test_tested_caches_by_tree_id(repo: Path, commits: tuple[str, str], tmp_path
     rows = db.execute("SELECT COUNT(*) FROM test_results").fetchone()[0]
     assert rows == 2
     checkouts.remove_all()
+
+
+def test_tasks_at_the_same_time_get_trees_of_their_own_reused_later(
+    repo: Path, commits: tuple[str, str]
+) -> None:
+    _, b = commits
+    checkouts = pool(repo)
+    first = checkouts.work("soda/spec", "soda-work/spec/iter-1-a")
+    second = checkouts.work("soda/spec", "soda-work/spec/iter-1-b")
+    assert (first.path.name, second.path.name) == ("work-0", "work-1")
+    (first.path / "a.txt").write_text("a\n")
+    assert not (second.path / "a.txt").exists()
+    checkouts.release(first)
+    third = checkouts.work("soda/spec", "soda-work/spec/iter-2-c")
+    assert third.path == first.path  # the freed tree, cleaned
+    assert_clean_at(third.path, b)
+    checkouts.release(second)
+    checkouts.release(third)
+    assert git(repo, "branch", "--list", "soda-work/*") == ""
+    checkouts.remove_all()
+    assert registered(repo) == [str(repo)]
+
+
+def test_a_kept_tree_is_not_handed_out_nor_removed(repo: Path, commits: tuple[str, str]) -> None:
+    checkouts = pool(repo)
+    waiting = checkouts.work("soda/spec", "soda-work/spec/iter-1-q")
+    (waiting.path / "half.txt").write_text("half done\n")
+    checkouts.keep(waiting)
+    other = checkouts.work("soda/spec", "soda-work/spec/iter-2-x")
+    assert other.path != waiting.path
+    checkouts.release(other)
+    checkouts.remove_all()
+    assert checkouts.kept() == {"soda-work/spec/iter-1-q": waiting.path}
+    assert (waiting.path / "half.txt").exists()
+    assert registered(repo) == [str(repo), str(waiting.path)]
+    checkouts.release(waiting)  # the answer came: the tree goes back to the pool
+    assert checkouts.kept() == {}
+    checkouts.remove_all()
+    assert registered(repo) == [str(repo)]
