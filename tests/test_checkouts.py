@@ -182,7 +182,7 @@ def test_remove_all_leaves_no_worktree_registered(repo: Path, commits: tuple[str
     checkouts.remove_all()
     assert registered(repo) == [str(repo)]
     assert not (checkouts.root / "view").exists()
-    assert not (checkouts.root / "work").exists()
+    assert not (checkouts.root / "work-0").exists()
     # The pool comes back on the next use, and goes again.
     assert_clean_at(checkouts.view(a), a)
     checkouts.remove_all()
