@@ -55,6 +55,8 @@ class TaskOutcome:
     """The gate's test summary for the last attempt that reached the gate."""
     failing: dict[str, str] = field(default_factory=dict)
     """Tests the gate held against the last attempt, with their first lines."""
+    diffstat: str = ""
+    """`git diff --stat` of the last attempt's own work (from its fork point)."""
     workspace: Workspace | None = None
     """For `waiting`: the work tree and branch kept for the answer."""
 
@@ -70,6 +72,7 @@ class TaskOutcome:
             "merged_commit": self.merged_commit,
             "attempts": self.attempts,
             "retries": self.retries,
+            "diffstat": self.diffstat,
             "result": self.result.model_dump(mode="json") if self.result else None,
         }
 

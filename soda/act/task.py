@@ -302,6 +302,7 @@ class PlanRun:
             retries=list(retries),
             after=attempt.after,
             failing=attempt.failing,
+            diffstat=attempt.diffstat,
             workspace=attempt.workspace,
         )
         preview = (attempt.result.summary if attempt.result else attempt.reason)[:PREVIEW]
