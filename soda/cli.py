@@ -291,7 +291,8 @@ def main() -> None:
 
 # The daemon commands (start, stop, status) live in soda.cli_daemon and the queue
 # commands (tell, approve, reject, pause, resume, cancel) in soda.cli_queue, the
-# views (tasks, history, show, events, cost) in soda.cli_view;
+# views (tasks, history, show, events, cost) in soda.cli_view, the plan commands
+# (plan, answer) in soda.cli_plan;
 # importing them here, last, registers them on `app` in this order.
 from soda import cli_daemon as _cli_daemon  # noqa: E402, F401
 from soda import cli_plan as _cli_plan  # noqa: E402, F401

@@ -102,6 +102,8 @@ def test_a_question_suspends_its_task_survives_a_restart_and_the_answer_resumes_
     assert (root / "state" / "notified.txt").read_text().split() == ["QUESTION", "1"]
     report = json.loads(session.db.execute("SELECT report_json FROM iterations").fetchone()[0])
     assert (report["waiting"], report["open_questions"]) == (1, 1)
+    shown = soda("show", "1", cwd=root).stdout
+    assert f"question 1 (open, task a): {QUESTION}" in shown
 
     # The person answers through the CLI; a wrong id is one line, exit 2.
     wrong = soda("answer", "7", "whatever", cwd=root)
