@@ -34,11 +34,11 @@ from soda.store.db import dumps
 from soda.store.questions import Question
 from soda.tools.ask import ask_tools
 from soda.tools.toolbox import Tool
+from soda.workspace import Workspace
 
 if TYPE_CHECKING:
     from soda.context import Iteration
     from soda.session import Session
-    from soda.workspace import Workspace
 
 RESUME_REF = "refs/soda/questions/{}"
 """Where a waiting task's work so far is kept, by question id."""
@@ -110,7 +110,9 @@ def executor_ask_tools(
         commit = commit or ws.head()
         ws.repo.git.update_ref(RESUME_REF.format(question_id), commit)
         stored = conversation_json(messages, results, call_id)
-        stored.update(task=task.model_dump(mode="json"), commit=commit, base=ws.fork_point)
+        stored.update(
+            task=task.model_dump(mode="json"), commit=commit, base=ws.fork_point, branch=ws.branch
+        )
         questions.keep_conversation(session.db, question_id, dumps(stored))
 
     return ask_tools(ask, keep)
@@ -185,8 +187,20 @@ def take_resume(session: Session, task: PlanTask) -> Resume | None:
             continue
         questions.settle(session.db, question.id, "resumed")
         session.events.emit("question.resumed", {"question": question.id, "key": task.id})
+        _release_kept(session, stored)
         return Resume(question.id, messages, stored["commit"], stored["base"])
     return None
+
+
+def _release_kept(session: Session, stored: dict[str, Any]) -> None:
+    """Give back the work tree this process kept for the waiting task (its work
+    is in the question's commit); after a restart there is none."""
+    path = session.checkouts.kept().get(stored.get("branch", ""))
+    if path is not None:
+        base = stored["base"]
+        session.checkouts.release(
+            Workspace(session.repo, path, stored["branch"], session.milestone.branch, base)
+        )
 
 
 def _stored(question: Question) -> dict[str, Any] | None:

@@ -207,3 +207,20 @@ def test_while_a_question_is_open_the_planner_is_told_not_to_plan_its_task(
     run_loop(session, lambda line: None, once=True)
     assert "## Waiting For Answers" in asked[1]
     assert f"Trace task 2 (a), question 1: {QUESTION}" in asked[1]
+
+
+def test_in_the_same_process_the_kept_work_tree_is_given_back_on_resume(tmp_path: Path) -> None:
+    from soda.loop import run_iteration
+
+    root = new_project(tmp_path)
+    session = open_session(root, fake_model(PLAN, executor=asking_executor([])))
+    run_iteration(session, lambda line: None)
+    (branch,) = session.checkouts.kept()
+    assert git(root, "branch", "--list", branch)
+    answer = root / "state" / "inbox" / "answer.json"
+    answer.write_text(json.dumps({"kind": "answer", "target": 1, "text": "up"}))
+    os.utime(answer, (time.time() - 10, time.time() - 10))
+    run_iteration(session, lambda line: None)
+    assert session.checkouts.kept() == {}
+    assert not git(root, "branch", "--list", branch)  # its branch went with it
+    assert on_milestone(root, "notes/a.txt") == "up"
