@@ -133,7 +133,7 @@ def _result(report: ExecutionReport, baseline: TestReport, landed: list[str]) ->
         lines += [f"{o.task.id}: {o.status}: {o.reason}" for o in outcomes if _noted(o)]
     return ActResult(
         outcome,
-        "; ".join(lines) if len(outcomes) > 1 else (failed[0].reason if failed else lines[0]),
+        "; ".join(lines) if len(outcomes) != 1 else (outcomes[0].reason or lines[0]),
         merged_commit=landed[-1] if landed else None,
         merged_commits=list(landed),
         baseline=baseline.summary(),
