@@ -164,7 +164,7 @@ def record_landed_merges(db: Database, repo: Repo) -> tuple[list[int], int]:
             row = runs.iteration_on_branch(db, merge.iteration, branch)
             if row is None:
                 continue
-            iteration_id, run_id, outcome, merged_commit, started_at, ended_at, phase, ms = row
+            iteration_id, run_id, outcome, _merged, started_at, ended_at, phase, ms = row
             if merge.run is not None and merge.run != str(run_id):
                 continue
             if merge.time + CLOCK_SLACK_S < datetime.fromisoformat(started_at).timestamp():
