@@ -57,18 +57,17 @@ class BudgetUse:
         )
 
 
-def day_start(db: Database, moment: datetime | None = None) -> tuple[str, bool]:
-    """When today's spend starts counting (ISO-8601 UTC), and whether that is a
-    reset: local midnight, or the last `soda budget reset` if that came later."""
+def day_start(moment: datetime | None = None) -> str:
+    """Local midnight of `moment`'s day (default: now), as ISO-8601 UTC."""
     local = (moment or datetime.now()).astimezone()
     midnight = local.replace(hour=0, minute=0, second=0, microsecond=0).astimezone(UTC)
-    start = midnight.isoformat(timespec="milliseconds")
-    reset = rows.last_reset(db, DAY)
-    return (reset, True) if reset and reset > start else (start, False)
+    return midnight.isoformat(timespec="milliseconds")
 
 
 def day_use(config: Config, db: Database) -> BudgetUse:
-    spent = rows.spent_since(db, *day_start(db))
+    """Today's spend: the calls since local midnight, and after the last `soda budget
+    reset` (a reset made yesterday excludes nothing of today's)."""
+    spent = rows.spent_since(db, day_start(), rows.last_reset(db, DAY))
     return BudgetUse(
         "budget.max_cost_usd_per_day", "today", spent, config.budget.max_cost_usd_per_day, "usd"
     )
@@ -148,6 +147,6 @@ def exhausted_today(day: BudgetUse) -> str:
     )
 
 
-def reset_day(db: Database) -> str:
-    """`soda budget reset`: today's spend counts from now; the moment, ISO-8601 UTC."""
-    return rows.add_reset(db, DAY)
+def reset_day(db: Database) -> None:
+    """`soda budget reset`: today's spend counts from the next model call."""
+    rows.add_reset(db, DAY)

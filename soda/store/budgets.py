@@ -8,30 +8,30 @@ from sqlite_utils import Database
 from soda.store.db import now
 
 
-def spent_since(db: Database, since: str, after_reset: bool = False) -> float:
-    """Dollars spent by every model call made at or after `since` (ISO-8601 UTC);
-    strictly after it when `since` is a reset (a call in the same millisecond as
-    the reset was made before it)."""
-    op = ">" if after_reset else ">="
+def spent_since(db: Database, since: str, after_call_id: int = 0) -> float:
+    """Dollars spent by the model calls made at or after `since` (ISO-8601 UTC)
+    and later than call `after_call_id` (a reset)."""
     row = db.execute(
-        f"SELECT COALESCE(SUM(cost_usd), 0) FROM agent_calls WHERE started_at {op} ?", [since]
+        "SELECT COALESCE(SUM(cost_usd), 0) FROM agent_calls WHERE started_at >= ? AND id > ?",
+        [since, after_call_id],
     ).fetchone()
     return float(row[0])
 
 
-def add_reset(db: Database, budget: str) -> str:
-    """Record that `budget` counts again from now; the moment, ISO-8601 UTC."""
-    stamp = now()
+def add_reset(db: Database, budget: str) -> None:
+    """Record that `budget` counts again from the next model call."""
     with db.conn:
-        db["budget_resets"].insert({"budget": budget, "created_at": stamp})
-    return stamp
+        last = db.execute("SELECT COALESCE(MAX(id), 0) FROM agent_calls").fetchone()[0]
+        db["budget_resets"].insert({"budget": budget, "after_call_id": last, "created_at": now()})
 
 
-def last_reset(db: Database, budget: str) -> str | None:
+def last_reset(db: Database, budget: str) -> int:
+    """The last model call before `budget`'s newest reset (0: never reset)."""
     row = db.execute(
-        "SELECT MAX(created_at) FROM budget_resets WHERE budget = ?", [budget]
+        "SELECT after_call_id FROM budget_resets WHERE budget = ? ORDER BY id DESC LIMIT 1",
+        [budget],
     ).fetchone()
-    return row[0] if row else None
+    return int(row[0]) if row else 0
 
 
 def latest_run(db: Database) -> tuple[int, str] | None:

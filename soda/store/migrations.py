@@ -221,7 +221,8 @@ def m004_learning_verdicts(db: Database) -> None:
 @migration
 def m003_budgets(db: Database) -> None:
     """Budgets with a clear scope and wakes that cost nothing: `budget_resets`
-    records when `soda budget reset` made today's spend count again from zero, and
+    records when `soda budget reset` made today's spend count again from zero
+    (from the model call after `after_call_id`), and
     `iterations.fingerprint` keeps what ORIENT would see after each iteration, so
     a daemon wake with nothing new makes no model call."""
     db.conn.executescript(
@@ -229,6 +230,7 @@ def m003_budgets(db: Database) -> None:
         CREATE TABLE budget_resets (
             id INTEGER PRIMARY KEY,
             budget TEXT NOT NULL,
+            after_call_id INTEGER NOT NULL,
             created_at TEXT NOT NULL
         );
         ALTER TABLE iterations ADD COLUMN fingerprint TEXT;
