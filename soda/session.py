@@ -2,7 +2,10 @@
 
 `Session.open` takes the instance lock, recovers from a crash, starts (or
 resumes) the milestone: the branch `soda/<spec-slug>` from the base branch, its
-base commit, and the root Trace task made from the spec; and records the run.
+base commit, and the root Trace task made from the spec; and records the run
+(`start_run`: once for `soda run`, once per wake for the daemon, so a run's
+budget and iteration count are one wake's). It also points soda.proc's observer
+at `state/activity.json`, so a stop can say what it waits for.
 `begin_iteration` hands out the next `Iteration`.
 """
 
