@@ -97,19 +97,25 @@ def test_an_edited_plan_is_the_plan_that_runs(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     root, loop = project_waiting(tmp_path)
+    added = "dict(plan['tasks'][0], id='n', task_id=None, title='Added by a person')"
     editor(
         tmp_path,
         monkeypatch,
-        "plan['tasks'] = plan['tasks'][:1]; plan['tasks'][0]['title'] = 'Edited a'",
+        "plan['tasks'] = plan['tasks'][:1]; plan['tasks'][0]['title'] = 'Edited a'; "
+        f"plan['tasks'].append({added})",
     )
     done = soda("approve", "1", "--edit", cwd=root)
     assert done.returncode == 0, done.stderr
     assert "queued" in done.stdout
     result = loop.finish()
     assert result.ending is Ending.CONTINUE
-    assert notes(root) == {"a.txt": "Edited a"}  # task b was edited out
+    assert notes(root) == {"a.txt": "Edited a", "n.txt": "Added by a person"}  # b edited out
     (edited,) = event_data(root, "approval.edited")
-    assert edited["iteration"] == 1 and edited["tasks"] == ["a"]
+    assert edited["iteration"] == 1 and edited["tasks"] == ["a", "n"]
+    # The added task got a Trace task, closed when its work merged.
+    db = open_db(root / "state" / "soda.db")
+    status = db.execute("SELECT status FROM tasks WHERE title = 'Added by a person'").fetchall()
+    assert status == [("closed",)]
     (verdict,) = event_data(root, "approval.verdict")
     assert verdict["approved"] is True and "with edits" in verdict["reason"]
 

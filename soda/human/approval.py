@@ -26,6 +26,7 @@ from soda.human.routing import Route
 from soda.milestone import milestone_name
 from soda.plan import plan_problems
 from soda.store import tasks
+from soda.trace import SqliteTracker
 
 if TYPE_CHECKING:
     from soda.human import HumanQueue
@@ -111,6 +112,7 @@ def _take_edit(queue: HumanQueue, config: Config, events: Events, number: int) -
             queue.mark_applied([item.id], number, reason)
             events.emit("approval.edit_refused", {"iteration": number, "problems": problems})
             continue
+        plan = _bound(plan, queue.db, config)
         queue.mark_applied([item.id], number, "plan approved as edited")
         events.emit(
             "approval.edited",
@@ -119,6 +121,22 @@ def _take_edit(queue: HumanQueue, config: Config, events: Events, number: int) -
         verdict = _verdict(events, number, True, "approved by a person with edits")
         return Verdict(True, verdict.reason, plan)
     return None
+
+
+def _bound(plan: IterationPlan, db: Database, config: Config) -> IterationPlan:
+    """The edited plan with a Trace task for each task the person added (task_id
+    null), as ORIENT binds its plans, so their work is tracked like any other."""
+    tracker = SqliteTracker(db, milestone_name(config))
+    root = tracker.root()
+    bound = []
+    for task in plan.tasks:
+        if task.task_id is None:
+            created = tracker.create(
+                task.title, task.description, parent_id=root.id if root else None, risk=task.risk
+            )
+            task = task.model_copy(update={"task_id": created.id})
+        bound.append(task)
+    return plan.model_copy(update={"tasks": bound})
 
 
 def _verdict(events: Events, number: int, approved: bool, reason: str) -> Verdict:

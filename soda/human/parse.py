@@ -124,9 +124,15 @@ def parse(name: str, raw: bytes) -> HumanInput:
     return _checked(data)
 
 
+def document(item: HumanInput) -> dict[str, Any]:
+    """An input as JSON: fields it does not use left out, but nothing inside a
+    field (an edited plan's null task ids are part of the plan)."""
+    return {k: v for k, v in item.model_dump(mode="json").items() if v is not None}
+
+
 def payload_json(item: HumanInput) -> str:
     """The stored form of an input (`human_inputs.payload_json`)."""
-    payload = dumps(item.model_dump(mode="json", exclude_none=True))
+    payload = dumps(document(item))
     try:
         payload.encode("utf-8")
     except UnicodeEncodeError as exc:

@@ -12,7 +12,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 
 from soda.contracts import HumanInput
-from soda.human.parse import one_line
+from soda.human.parse import document, one_line
 
 WRITTEN_BY_SODA = re.compile(r"^\d{8}T\d{12}Z-[a-z_]+-[0-9a-f]{6}\.json$")
 """Names `write_input` gives its files (they arrive whole, by rename)."""
@@ -34,7 +34,7 @@ def write_input(state_dir: Path, item: HumanInput) -> Path:
     stamp = datetime.now(UTC).strftime("%Y%m%dT%H%M%S%fZ")
     name = f"{stamp}-{item.kind}-{secrets.token_hex(3)}.json"
     temp = inbox / f".{name}.tmp"
-    body = json.dumps(item.model_dump(mode="json", exclude_none=True), indent=2) + "\n"
+    body = json.dumps(document(item), indent=2) + "\n"
     with temp.open("w", encoding="utf-8") as fh:
         fh.write(body)
         fh.flush()
