@@ -7,7 +7,8 @@ stores it on each iteration as the iteration ends (after soda's own writes: the
 spec text a `spec_change` wrote, the tasks it settled, the merge it landed), so
 those writes never wake it: a wake computes the fingerprint again and, when it is
 the same as the last iteration's and that iteration ended waiting for a person
-(DONE, STUCK or HALT), records a `wake.skipped` event instead of an iteration.
+(DONE, STUCK or HALT, not cut short by a signal, a crash or a spent budget),
+records a `wake.skipped` event instead of an iteration.
 Pending inputs always mean work: ORIENT has not read them yet.
 """
 
@@ -23,6 +24,9 @@ if TYPE_CHECKING:
 
 SETTLED = ("DONE", "STUCK", "HALT")
 """Decisions after which the daemon waits for something new."""
+UNFINISHED = ("interrupted", "aborted", "crashed", "error", "transient", "budget")
+"""Outcomes of an iteration cut short (a signal, a crash, a spent budget): the next
+wake goes on with the work even when nothing changed."""
 
 
 def fingerprint(session: Session) -> str:
@@ -49,8 +53,10 @@ def nothing_new(session: Session) -> str | None:
     last = rows.last_fingerprint(session.db)
     if last is None:
         return None
-    number, stored, decision = last
-    if stored is None or decision not in SETTLED or session.human.pending_count():
+    number, stored, decision, outcome = last
+    if stored is None or decision not in SETTLED or outcome in UNFINISHED:
+        return None
+    if session.human.pending_count():
         return None
     if fingerprint(session) != stored:
         return None

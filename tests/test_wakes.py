@@ -95,10 +95,18 @@ def test_a_wake_is_free_only_after_a_settled_iteration_with_nothing_new(tmp_path
     session.human.ingest(settle_seconds=0)
     assert nothing_new(session) is None  # a pending input is always news
 
-    with session.db.conn:  # an iteration that left work (CONTINUE) never makes a free wake
-        session.db.execute("UPDATE iterations SET decision = 'CONTINUE'")
     session.human.mark_applied([i.id for i in session.human.pending()], 1, "read")
-    assert nothing_new(session) is None
+    assert nothing_new(session) is not None
+    original = session.db.execute("SELECT outcome, decision FROM iterations").fetchone()
+    cases = [("interrupted", "STUCK"), ("budget", "STUCK"), (original[0], "CONTINUE")]
+    for outcome, decision in [*cases, original]:
+        # cut short by a signal or a budget, or work left: the next wake goes on
+        with session.db.conn:
+            session.db.execute(
+                "UPDATE iterations SET outcome = ?, decision = ?", [outcome, decision]
+            )
+        free = nothing_new(session)
+        assert (free is not None) == ((outcome, decision) == original), (outcome, decision)
 
 
 def daemon(root: Path) -> subprocess.Popen[bytes]:

@@ -56,9 +56,9 @@ def last_iteration_tokens(db: Database) -> tuple[int, int] | None:
     ).fetchone()
 
 
-def last_fingerprint(db: Database) -> tuple[int, str | None, str | None] | None:
-    """number, fingerprint and decision of the newest finished iteration."""
+def last_fingerprint(db: Database) -> tuple[int, str | None, str | None, str | None] | None:
+    """number, fingerprint, decision and outcome of the newest finished iteration."""
     return db.execute(
-        "SELECT number, fingerprint, decision FROM iterations WHERE ended_at IS NOT NULL"
-        " ORDER BY number DESC LIMIT 1"
+        "SELECT number, fingerprint, decision, outcome FROM iterations"
+        " WHERE ended_at IS NOT NULL ORDER BY number DESC LIMIT 1"
     ).fetchone()
