@@ -10,7 +10,9 @@ to a person are open, and ORIENT's confidence. ACT's plan is announced by
 
 from __future__ import annotations
 
+import contextlib
 import json
+from collections.abc import Iterator
 from typing import TYPE_CHECKING, Any
 
 from soda.contracts import IterationPlan, Orientation
@@ -62,6 +64,18 @@ def line(report: dict[str, Any]) -> str:
         f"question{'' if open_questions == 1 else 's'}; "
         f"confidence {report.get('confidence') or '-'}"
     )
+
+
+@contextlib.contextmanager
+def plan_frame(events: Events, number: int, plan: IterationPlan) -> Iterator[None]:
+    """`plan.started` now; `plan.failed` with the error if ACT raises (its normal
+    ending is `conclude`'s, with the report's counts)."""
+    plan_started(events, number, plan)
+    try:
+        yield
+    except BaseException as exc:
+        events.emit("plan.failed", {"plan": number, "error": type(exc).__name__})
+        raise
 
 
 def plan_started(events: Events, number: int, plan: IterationPlan) -> None:

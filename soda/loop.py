@@ -75,8 +75,8 @@ def iterate(session: Session, it: Iteration, say: Printer) -> Decision:
     act_json = None
     if outcome is None and plan is not None:
         record.save(phase="act")
-        iteration_report.plan_started(session.events, it.number, plan)
-        result = act(session, it, plan, say)
+        with iteration_report.plan_frame(session.events, it.number, plan):
+            result = act(session, it, plan, say)
         act_json, outcome = result.to_json(), result.outcome
         record.save(act_json=act_json, outcome=outcome, merged_commit=result.merged_commit)
         say(f"act: {result.outcome} - {result.detail}")

@@ -92,3 +92,13 @@ def test_an_iteration_without_act_still_reports(tmp_path: Path) -> None:
     report = report_of(session)
     assert report["planned"] == 0 and report["confidence"] == "medium"
     assert events(session, "plan.started") == []
+
+
+def test_a_plan_whose_act_halts_ends_in_plan_failed_with_the_error(tmp_path: Path) -> None:
+    from soda.llm.function import submit
+
+    root = new_project(tmp_path)
+    broken = fake_model(DAG, executor=lambda request: submit({"summary": 42}))
+    session = open_session(root, broken)
+    assert run_loop(session, lambda line: None, once=True).ending is Ending.HALT
+    assert events(session, "plan.failed") == [{"plan": 1, "error": "ContractViolation"}]
