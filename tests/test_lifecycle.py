@@ -280,3 +280,37 @@ def test_a_second_signal_kills_every_running_command_at_once(tmp_path: Path) -> 
     assert not worker.is_alive() and time.monotonic() - started < 10
     assert results[0].returncode == -signal.SIGKILL and "late" not in results[0].output
     assert proc.live_commands() == []
+
+
+def test_a_crash_of_the_daemon_is_recorded_as_a_crash_not_a_stop(project) -> None:
+    # A script entry the scripted model cannot read (an unknown usage key) raises a
+    # plain TypeError inside the loop: a bug, not a classified failure.
+    broken = {
+        "agent": "verifier",
+        "usage": {"bogus_tokens": 1},
+        "tool_calls": [{"name": "submit", "input": {}}],
+    }
+    root = project([broken])
+    daemon = subprocess.Popen(
+        [sys.executable, "-m", "soda", "daemon-run"],
+        cwd=root,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+    )
+    try:
+        log, _ = daemon.communicate(timeout=60)
+        assert daemon.returncode == 1, log
+    finally:
+        if daemon.poll() is None:
+            daemon.kill()
+            daemon.wait()
+    run = query(root, "SELECT status, final_reason FROM runs")
+    assert len(run) == 1 and run[0][0] == "crashed"
+    assert run[0][1].startswith("TypeError: ") and "bogus_tokens" in run[0][1]
+    row = query(root, "SELECT outcome, error, ended_at FROM iterations")[0]
+    assert row[0] == "crashed" and row[1] == run[0][1] and row[2]
+    kinds = [k for (k,) in query(root, "SELECT kind FROM events WHERE kind LIKE '%crash%'")]
+    assert kinds == ["crash", "daemon.crashed"]
+    assert not (root / "state" / "soda.pid").exists()
+    assert "soda daemon crashed: TypeError" in log
