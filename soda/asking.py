@@ -47,8 +47,11 @@ NOT_RUN = "not run: your work paused for a question to the person; call it again
 __all__ = [
     "Question",
     "Resume",
+    "asked_orientation",
     "executor_ask_tools",
     "open_questions",
+    "orient_ask_tools",
+    "person_answers",
     "resume_orientation",
     "resumed_conversation",
     "take_resume",
@@ -64,7 +67,7 @@ def open_questions(db: Database) -> list[Question]:
 def waiting_for_answers(db: Database) -> dict[str, str]:
     """The planner's note on tasks waiting for a person's answer (they resume when
     it comes, so they are not planned again); nothing when none waits."""
-    waiting = open_questions(db)
+    waiting = [q for q in open_questions(db) if q.task_key is not None]
     if not waiting:
         return {}
     lines = [
@@ -74,6 +77,58 @@ def waiting_for_answers(db: Database) -> dict[str, str]:
         "waiting_for_answers": "These tasks wait for a person's answer and resume when it "
         "comes; do not plan them (nor work that needs the answer):\n" + "\n".join(lines)
     }
+
+
+def orient_ask_tools(session: Session, number: int) -> list[Tool]:
+    """`ask_human` for ORIENT's agents. Their question ends ORIENT (the iteration
+    is STUCK until the answer comes, see `asked_orientation`); the next ORIENT
+    starts afresh with the answer among its inputs (`person_answers`)."""
+
+    def ask(question: str) -> int:
+        question_id = questions.ask(
+            session.db,
+            iteration_id=session.events.iteration_id,
+            iteration=number,
+            agent="orient",
+            question=question,
+        )
+        session.events.emit(
+            "question.asked", {"question": question_id, "plan": number, "text": question}
+        )
+        reason = f'question {question_id}: {question} (answer: soda answer {question_id} "...")'
+        notify(session.config, "QUESTION", number, reason, session.events)
+        return question_id
+
+    return ask_tools(ask, lambda question_id, messages, results, call_id: None)
+
+
+def asked_orientation(question: str) -> Orientation:
+    """ORIENT's result when one of its agents asked the person: nothing can be
+    planned until the answer comes (DECIDE stops as STUCK with the question)."""
+    return Orientation(
+        spec_satisfied=False,
+        actionable_work_exists=False,
+        confidence="low",
+        summary=f"waiting for the person's answer: {question}",
+        task_updates=[],
+        new_tasks=[],
+        gaps=[],
+        iteration_plan=None,
+        stuck_reason=f"an ORIENT agent asked: {question} (see `soda status`, then `soda answer`)",
+        learnings=[],
+    )
+
+
+def person_answers(db: Database) -> dict[str, str]:
+    """ORIENT's input with the answers to its agents' questions, each used once
+    (settled as resumed); nothing when there are none."""
+    answered = [q for q in questions.answered(db) if q.agent == "orient"]
+    for question in answered:
+        questions.settle(db, question.id, "resumed")
+    if not answered:
+        return {}
+    lines = [f"- Q{q.id}: {q.question}\n  A: {q.answer}" for q in answered]
+    return {"answers_from_the_person": "You asked; the person answered:\n" + "\n".join(lines)}
 
 
 def executor_ask_tools(
@@ -145,6 +200,8 @@ def resume_orientation(session: Session) -> Orientation | None:
     that cannot be resumed (nothing was kept) is closed; its task is replanned."""
     tasks: list[PlanTask] = []
     for question in questions.answered(session.db):
+        if question.agent == "orient":
+            continue  # for the next ORIENT (`person_answers`)
         stored = _stored(question)
         if stored is None or "task" not in stored or question.task_id is None:
             questions.settle(session.db, question.id, "closed")

@@ -16,13 +16,14 @@ from __future__ import annotations
 
 from soda import planning as planning_mode
 from soda.agents import load_agent
-from soda.asking import waiting_for_answers
+from soda.asking import asked_orientation, orient_ask_tools, person_answers, waiting_for_answers
 from soda.contracts import Assessment, Claims, IterationPlan, Orientation, Planning, Verification
 from soda.contracts.orient import LearningVerdict
 from soda.errors import InputError, StructuralError
 from soda.gate import tested
 from soda.gate.runner import TestReport
 from soda.plan import plan_problems
+from soda.runtime import Suspended
 from soda.session import Session
 from soda.store import learnings
 from soda.tools import read_only_tools
@@ -44,15 +45,18 @@ def orient(session: Session, claims: Claims, number: int) -> Orientation:
         sandbox,
         repo_map_tokens=session.config.context.repo_map_tokens,
         tests=(lambda: _tip_tests(session, tip), tip),
-    )
-    inputs = {"spec": session.spec_text(), "claims": claims}
+    ).extended(orient_ask_tools(session, number))  # ask_human: ORIENT stops for the answer
+    inputs = {"spec": session.spec_text(), "claims": claims, **person_answers(session.db)}
     known = {task.id for task in session.tracker.list()}
     choice = planning_mode.choose(session, claims)  # [loop] planning: a DAG or one task
     for_planner = {**choice.planner_inputs(), **waiting_for_answers(session.db)}
-    if session.config.loop.orient_pattern == "single":
-        orientation = _single(session, {**inputs, **for_planner}, tools, known)
-    else:
-        orientation = _split(session, inputs, tools, known, for_planner)
+    try:
+        if session.config.loop.orient_pattern == "single":
+            orientation = _single(session, {**inputs, **for_planner}, tools, known)
+        else:
+            orientation = _split(session, inputs, tools, known, for_planner)
+    except Suspended as asked:
+        return asked_orientation(str(asked))
     return planning_mode.shape(session, orientation, choice)
 
 

@@ -224,3 +224,32 @@ def test_in_the_same_process_the_kept_work_tree_is_given_back_on_resume(tmp_path
     assert session.checkouts.kept() == {}
     assert not git(root, "branch", "--list", branch)  # its branch went with it
     assert on_milestone(root, "notes/a.txt") == "up"
+
+
+def test_an_orient_agent_asks_the_iteration_is_stuck_and_the_answer_reaches_orient(
+    tmp_path: Path,
+) -> None:
+    from tests.plan_fakes import NOT_MET, recording
+
+    seen: list[str] = []
+
+    def assessor(request: ModelRequest) -> Reply:
+        if "## Answers From The Person" not in request.messages[0].text:
+            return call("ask_human", question="Is rounding part of the spec?")
+        return submit(NOT_MET)
+
+    model = fake_model(plan(task("a")), assessor=recording(assessor, seen))
+    root = new_project(tmp_path)
+    session = open_session(root, model)
+    result = run_loop(session, lambda line: None, once=True)
+    assert result.ending is Ending.STUCK
+    assert "an ORIENT agent asked: Is rounding part of the spec?" in result.reason
+    (asked,) = open_questions(session.db)
+    assert (asked.agent, asked.task_key) == ("orient", None)
+    assert soda("answer", str(asked.id), "no, truncate", cwd=root).returncode == 0
+
+    session = open_session(root, model)
+    assert run_loop(session, lambda line: None, once=True).ending is Ending.CONTINUE
+    assert "Q1: Is rounding part of the spec?\n  A: no, truncate" in seen[-1]
+    assert questions.get(session.db, asked.id).status == "resumed"
+    assert on_milestone(root, "notes/a.txt") == "Task a"
