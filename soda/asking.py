@@ -12,7 +12,10 @@
                work back (`take_resume`) and the executor goes on from its kept
                conversation, the answer as the `ask_human` call's result
 
-Questions are rows, so an unanswered one outlives the process. `open_questions`
+ORIENT's agents ask through `orient_ask_tools`: their question ends ORIENT
+(`asked_orientation`: STUCK until the answer), and the next ORIENT gets the
+answers as an input (`person_answers`). Questions are rows, so an unanswered
+one outlives the process. `open_questions`
 is what `soda status` shows.
 """
 
