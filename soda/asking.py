@@ -50,6 +50,7 @@ NOT_RUN = "not run: your work paused for a question to the person; call it again
 __all__ = [
     "Question",
     "Resume",
+    "answers_used",
     "asked_orientation",
     "executor_ask_tools",
     "open_questions",
@@ -123,15 +124,21 @@ def asked_orientation(question: str) -> Orientation:
 
 
 def person_answers(db: Database) -> dict[str, str]:
-    """ORIENT's input with the answers to its agents' questions, each used once
-    (settled as resumed); nothing when there are none."""
+    """ORIENT's input with the answers to its agents' questions (read, not spent:
+    a plan-only preview leaves them for the next real ORIENT); nothing when there
+    are none."""
     answered = [q for q in questions.answered(db) if q.agent == "orient"]
-    for question in answered:
-        questions.settle(db, question.id, "resumed")
     if not answered:
         return {}
     lines = [f"- Q{q.id}: {q.question}\n  A: {q.answer}" for q in answered]
     return {"answers_from_the_person": "You asked; the person answered:\n" + "\n".join(lines)}
+
+
+def answers_used(db: Database) -> None:
+    """The answers `person_answers` gave ORIENT are spent (settled as resumed)."""
+    for question in questions.answered(db):
+        if question.agent == "orient":
+            questions.settle(db, question.id, "resumed")
 
 
 def executor_ask_tools(

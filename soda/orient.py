@@ -16,7 +16,13 @@ from __future__ import annotations
 
 from soda import planning as planning_mode
 from soda.agents import load_agent
-from soda.asking import asked_orientation, orient_ask_tools, person_answers, waiting_for_answers
+from soda.asking import (
+    answers_used,
+    asked_orientation,
+    orient_ask_tools,
+    person_answers,
+    waiting_for_answers,
+)
 from soda.contracts import Assessment, Claims, IterationPlan, Orientation, Planning, Verification
 from soda.contracts.orient import LearningVerdict
 from soda.errors import InputError, StructuralError
@@ -159,6 +165,7 @@ def apply_orientation(session: Session, orientation: Orientation, iteration_id: 
     """Write ORIENT's conclusions to Trace and learnings; return the orientation
     with every plan task bound to a Trace task."""
     tracker = session.tracker
+    answers_used(session.db)  # the person's answers ORIENT was given are spent
     for update in orientation.task_updates:
         _apply_update(session, update.task_id, update.action, update.reason, iteration_id)
     root = session.milestone.root_task_id
