@@ -21,9 +21,11 @@ start refuse; `state/soda.pid` only says who holds it.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import signal
 import threading
+import time
 import traceback
 from datetime import datetime
 from pathlib import Path
@@ -35,6 +37,7 @@ from soda.config import load
 from soda.daemon_parts import LOG_NAME, in_window, keep_watching, notify, parse_windows
 from soda.errors import SodaError, UserError
 from soda.events import Events
+from soda.human.write import inbox_dir
 from soda.jail import Jail
 from soda.lifecycle import publish_wake, stop_signals, write_error, write_ready
 from soda.lock import release_lock
@@ -45,6 +48,20 @@ __all__ = ["LOG_NAME", "SETTLE_SECONDS", "Daemon"]
 
 SETTLE_SECONDS = 0.2
 """A file younger than this may still be open in an editor; ingest waits for it."""
+
+
+def settle_delay(state_dir: Path, names: list[str]) -> float:
+    """Seconds until the youngest of the inbox files `names` has been still for
+    SETTLE_SECONDS (a little more, so the next ingest takes it): a wake comes
+    when the file is ready, not a fixed settle time after the watcher saw it."""
+    inbox = inbox_dir(state_dir)
+    newest = 0.0
+    for name in names:
+        with contextlib.suppress(OSError):
+            newest = max(newest, (inbox / name).stat(follow_symlinks=False).st_mtime)
+    remaining = SETTLE_SECONDS - (time.time() - newest) if newest else SETTLE_SECONDS
+    return min(max(remaining, 0.0), SETTLE_SECONDS) + 0.01
+
 
 # --- the daemon process ---------------------------------------------------------
 
@@ -140,8 +157,12 @@ class Daemon:
         if self.reload_requested:
             self._reload(session)
         report = session.human.ingest(settle_seconds=SETTLE_SECONDS)
-        if report.skipped:  # still being written: look again once it has settled
-            threading.Timer(SETTLE_SECONDS + 0.05, self.wake.set).start()
+        if report.skipped:  # still being written: look again the moment it has settled
+            timer = threading.Timer(
+                settle_delay(self.config.state_dir, report.skipped), self.wake.set
+            )
+            timer.daemon = True
+            timer.start()
         if report.accepted or self.spec_changed:
             self.idle = False
             self.spec_changed = False
