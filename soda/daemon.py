@@ -78,6 +78,8 @@ class Daemon:
         self.spec_changed = False
         self.idle = False
         self.paused = False
+        self.resumed = False
+        """A `resume` came: the next wake iterates even if nothing else changed."""
         self.windows = parse_windows(self.config.daemon.windows)
 
     def say(self, line: str) -> None:
@@ -171,7 +173,8 @@ class Daemon:
             return
         if not in_window(self.windows, datetime.now()):
             return
-        skip = nothing_new(session)
+        skip = None if self.resumed else nothing_new(session)
+        self.resumed = False
         if skip is not None:  # a free wake: no run, no iteration, no model call
             session.events.emit("wake.skipped", {"reason": skip})
             self.say(f"wake skipped: {skip}")
@@ -214,8 +217,8 @@ class Daemon:
             self.paused = {"pause": True, "resume": False}.get(kind, self.paused)
             if kind == "stop":
                 self.stopping.set()
-            if kind == "resume":
-                self.idle = False
+            if kind == "resume":  # a person asks for work: never a free wake
+                self.idle, self.resumed = False, True
             self.say(f"control: {action.response}")
 
     def _reload(self, session: Any) -> None:

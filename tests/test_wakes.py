@@ -131,6 +131,7 @@ def test_the_daemon_skips_wakes_with_nothing_new_and_works_on_news(tmp_path: Pat
     root = tmp_path / "project"
     prepare(root)
     again = [verifier_ok(), assessor_met("still met"), verifier_ok(), assessor_met("amended")]
+    again += [verifier_ok(), assessor_met("resumed")]
     text = json.dumps({"responses": DEMO + again}).replace(
         "{python}", json.dumps(sys.executable)[1:-1]
     )
@@ -166,8 +167,8 @@ def test_the_daemon_skips_wakes_with_nothing_new_and_works_on_news(tmp_path: Pat
             30,
             "iteration 3",
         )
-        runs = query(root, "SELECT status FROM runs ORDER BY id")
-        assert runs == [("done",), ("done",)]
+        runs = "SELECT status FROM runs ORDER BY id"  # the run closes just after its iteration
+        wait_for(lambda: query(root, runs) == [("done",), ("done",)], 10, "two runs, done")
         assert query(root, "SELECT run_id FROM iterations WHERE number = 3")[0][0] == 2
         inputs = query(root, "SELECT status, applied_iteration FROM human_inputs")
         assert inputs == [("applied", 3), ("applied", 3)]  # the cancel, then the note
@@ -186,6 +187,16 @@ def test_the_daemon_skips_wakes_with_nothing_new_and_works_on_news(tmp_path: Pat
         assert "Keep calc.py small." in (root / "specs" / "SPEC.md").read_text()
         wait_for(lambda: skipped() > before, 15, "the skipped wake of soda's own spec write")
         assert query(root, "SELECT max(number) FROM iterations")[0][0] == 4
+
+        # A resume is a person asking for work: never a free wake.
+        (inbox / "resume.json").write_text('{"kind": "resume"}')
+        wait_for(
+            lambda: query(
+                root, "SELECT 1 FROM iterations WHERE number = 5 AND ended_at IS NOT NULL"
+            ),
+            30,
+            "iteration 5",
+        )
         process.send_signal(signal.SIGTERM)
         assert process.wait(timeout=30) == 0
         assert next_wake(root / "state") is None
