@@ -20,6 +20,7 @@ from soda.config import Config
 from soda.human.files import PROCESSED, REASON, REJECTED
 from soda.human.routing import PAUSE_KINDS
 from soda.human.write import inbox_dir
+from soda.lifecycle import next_wake
 from soda.lock import running_pid
 from soda.store import events as event_rows
 from soda.store import history, human_inputs, questions, runs
@@ -127,6 +128,7 @@ def status(config: Config, db: Database) -> Status:
         last_error=_last_error(db),
         budgets=_budgets(config, db),
         questions=_questions(db),
+        next_wake=next_wake(config.state_dir) if pid else None,
     )
 
 

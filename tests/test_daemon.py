@@ -94,6 +94,8 @@ def test_start_status_tell_reject_stop(project) -> None:
     assert f"already running here (pid {pid})" in second.stderr
 
     wait_for(lambda: query(root, "SELECT 1 FROM iterations WHERE decision = 'DONE'"), 60, "DONE")
+    # Idle after DONE, the daemon says when it will look for work again.
+    wait_for(lambda: "next wake: " in soda("status", cwd=root).stdout, 30, "next wake in status")
     soda("tell", "prefer small functions", cwd=root)
     told = time.monotonic()
     wait_for(
