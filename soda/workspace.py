@@ -1,16 +1,17 @@
-"""The iteration's workspace: a git worktree on a fresh branch from the milestone.
+"""A task's workspace: a git worktree on a fresh branch from the milestone.
 
-The user's checkout is never touched: soda works in a worktree under
-`state/worktrees/` (the pool's `work`, see `soda.checkouts`) on branch
-`soda-work/<milestone>/iter-N`, forked from the milestone branch, and moves the
-milestone branch only by writing a merge commit object and compare-and-swapping
-the ref (see `merge_into_milestone`).
+The user's checkout is never touched: each task of a plan works in a worktree
+under `state/worktrees/` (the pool's `work-0`, `work-1`, ..., see
+`soda.checkouts`) on branch `soda-work/<milestone>/iter-N-<task key>`, forked
+from the milestone branch, and soda moves the milestone branch only by writing
+a merge commit object and compare-and-swapping the ref (`prepare_merge`, then
+`land`; `merge_into_milestone` does both).
 
 Every git process costs a fork of a large Python process, and an iteration
 asks the same questions several times, so the answers git has already given
 are kept: a branch's head is read from the ref files (`branch_head`), a commit's
-tree is remembered (`tree_of`), and a workspace knows its own head while only
-soda moves it.
+tree is remembered (`tree_of`, shared by ACT's task threads behind a lock), and
+a workspace knows its own head while only soda moves it.
 """
 
 from __future__ import annotations
