@@ -37,9 +37,15 @@ _TREES_LOCK = threading.Lock()
 """ACT's task threads share the tree cache."""
 
 
+NO_AUTO_GC: tuple[str, ...] = ("-c", "gc.auto=0", "-c", "maintenance.auto=false")
+"""ACT's tasks commit and merge in several worktrees at once: a `gc --auto` that
+one of them started (it packs refs) could make another's ref update fail. The
+person's own git commands still collect garbage as configured."""
+
+
 def _git(repo: Repo, *args: str) -> str:
     try:
-        return repo.git.execute(["git", *SODA_IDENTITY, *args])  # type: ignore[return-value]
+        return repo.git.execute(["git", *SODA_IDENTITY, *NO_AUTO_GC, *args])  # type: ignore[return-value]
     except git.GitCommandError as exc:
         raise GitError(f"git {' '.join(args)} failed: {exc.stderr.strip() or exc}") from exc
 
