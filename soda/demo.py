@@ -41,7 +41,11 @@ def prepare(directory: Path) -> Path:
     shutil.copy(ASSETS / "spec.md", directory / "specs" / "SPEC.md")
     python = shlex.quote(sys.executable)
     config = Config(
-        project=ProjectConfig(test_command=f"{python} -m pytest -q"),
+        # The sample's tests need no pytest plugins: not loading whatever else is
+        # installed next to soda (hypothesis alone costs ~1 s) keeps each run fast.
+        project=ProjectConfig(
+            test_command=f"PYTEST_DISABLE_PLUGIN_AUTOLOAD=1 {python} -m pytest -q"
+        ),
         model=ModelConfig(
             provider="scripted", script=SCRIPT_PATH, strong="scripted", fast="scripted"
         ),

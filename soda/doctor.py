@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import contextlib
 import os
-import shlex
 import shutil
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -34,6 +33,7 @@ from soda.git import open_repo
 from soda.jail import Jail
 from soda.llm import make_model
 from soda.llm.base import Message, ModelRequest, ToolSpec, ignore_event
+from soda.proc import command_words
 from soda.store import open_db
 from soda.store.db import journal_mode, migration_count
 
@@ -100,7 +100,8 @@ def _git(config: Config) -> str:
 
 def _test_command(config: Config) -> str:
     command = config.project.test_command
-    program = shlex.split(command)[0] if command.strip() else ""
+    words = command_words(command)
+    program = words[0] if words else ""
     if not program or shutil.which(program, path=os.environ.get("PATH")) is None:
         raise SodaError(f"project.test_command: program {program!r} not found on PATH")
     return f"{command!r} ({shutil.which(program)})"

@@ -38,7 +38,7 @@ from pathlib import Path
 
 from soda.config import Config
 from soda.errors import UserError
-from soda.proc import CommandResult, run, scrubbed_env
+from soda.proc import CommandResult, command_words, run, scrubbed_env
 
 JAIL_GIT = Path("/tmp/.soda-git")
 """Where the repository's common git directory appears inside the jail."""
@@ -280,10 +280,7 @@ def _interpreters(test_command: str, root: Path, bind_ignored: Sequence[str]) ->
     directories of PATH under the home (with the root of a pyenv-style shims
     directory). All read-only; nothing else of the home is visible."""
     found: list[Path] = [Path(sys.prefix), Path(sys.base_prefix)]
-    try:
-        words = shlex.split(test_command)
-    except ValueError:
-        words = []
+    words = command_words(test_command)
     venvs = [root / name for name in bind_ignored]
     if words and os.path.isabs(words[0]):
         program = Path(words[0])

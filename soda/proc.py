@@ -138,6 +138,22 @@ class CommandResult:
         return self.returncode == 0 and not self.timed_out
 
 
+_ASSIGNMENT = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*=")
+
+
+def command_words(command: str) -> list[str]:
+    """A shell command's words from its program on: leading `NAME=value`
+    assignments (the environment the shell gives the program) are skipped.
+    Empty when the command is empty or its quoting is unbalanced."""
+    try:
+        words = shlex.split(command)
+    except ValueError:
+        return []
+    while words and _ASSIGNMENT.match(words[0]):
+        words.pop(0)
+    return words
+
+
 def scrubbed_env(extra: Mapping[str, str] | None = None) -> dict[str, str]:
     """A copy of os.environ without credentials or the parent's pytest settings,
     then `extra` on top (extra wins, even for a name that would be scrubbed)."""

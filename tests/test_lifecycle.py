@@ -76,7 +76,7 @@ def project(tmp_path: Path) -> Iterator[Callable[..., Path]]:
             os.kill(int(pid_file.read_text()), signal.SIGKILL)
 
 
-DEMO_TESTS = f'test_command = "{sys.executable} -m pytest -q"'
+DEMO_TESTS = f'test_command = "PYTEST_DISABLE_PLUGIN_AUTOLOAD=1 {sys.executable} -m pytest -q"'
 
 
 def slow_tests(marker: str) -> dict[str, str]:

@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from soda.errors import InputError
-from soda.proc import KILL_GRACE_S, run, scrubbed_env
+from soda.proc import KILL_GRACE_S, command_words, run, scrubbed_env
 
 
 def sleep_token() -> str:
@@ -209,3 +209,15 @@ def test_scrubbed_env_keeps(name: str, monkeypatch: pytest.MonkeyPatch) -> None:
 
 def test_scrubbed_env_extra_wins() -> None:
     assert scrubbed_env({"MY_TOKEN": "given on purpose"})["MY_TOKEN"] == "given on purpose"
+
+
+def test_command_words_skip_leading_assignments() -> None:
+    assert command_words("A=1 B='x y' /usr/bin/python -m pytest -q") == [
+        "/usr/bin/python",
+        "-m",
+        "pytest",
+        "-q",
+    ]
+    assert command_words("pytest X=1") == ["pytest", "X=1"]
+    assert command_words("A=1") == []
+    assert command_words("echo 'unbalanced") == []
