@@ -194,9 +194,10 @@ class ContextConfig(Section):
     """Size, in tokens (about 4 characters each), of the repository map the repo_map
     tool gives agents: files with their top-level symbols, most relevant first
     (200-50000)."""
-    max_learnings: int = Field(30, ge=1, le=500)
+    max_learnings: int = Field(15, ge=1, le=500)
     """Most active learnings kept and shown to agents; past it the oldest are
-    retired, with the cap as their reason (1-500)."""
+    retired, with the cap as their reason (1-500). Every agent reads them on every
+    call: a few sharp ones help more than a long list."""
     tool_result_chars: int = Field(20_000, ge=1_000, le=1_000_000)
     """Characters of one tool result an agent sees; a longer result keeps its head
     and tail with a note of what was cut (1000-1000000)."""

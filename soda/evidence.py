@@ -111,8 +111,21 @@ def _attempt(task: dict) -> TaskAttempt:
 
 
 def _attempt_diffstat(repo_path: Path, tasks: list[dict]) -> str:
-    """What the attempt's task commits changed, from the first one's parent to the
-    last (tasks run one after another in one worktree); '' when none is left."""
+    """What the attempt changed: each task's own diff stat as ACT recorded it
+    (tasks run in worktrees of their own, possibly side by side), clipped; for a
+    record without them, the task commits from the first one's parent to the last
+    (tasks then ran one after another in one worktree); '' when nothing is left."""
+    stats = [
+        f"[{t.get('key', '?')}] {t['diffstat'].strip()}"
+        for t in tasks
+        if isinstance(t.get("diffstat"), str) and t["diffstat"].strip()
+    ]
+    if stats:
+        lines = "\n".join(stats).splitlines()
+        more = len(lines) - MAX_ATTEMPT_FILES * 2
+        return "\n".join(lines[: MAX_ATTEMPT_FILES * 2]) + (
+            f"\n... {more} more lines" if more > 0 else ""
+        )
     commits = [t["commit"] for t in tasks if isinstance(t.get("commit"), str) and t["commit"]]
     if not commits:
         return ""

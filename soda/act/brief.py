@@ -29,7 +29,6 @@ its business; spec changes are already in the spec)."""
 GUIDANCE_ITERATIONS = 5
 """Inputs read in this many iterations (this one included) are still in force."""
 MAX_GUIDANCE = 20
-MAX_LEARNINGS = 30
 MAX_COMMENTS = 10
 BASELINE_TAIL = 3000
 """Characters of the baseline test output shown (its end: the summary)."""
@@ -54,7 +53,8 @@ def executor_inputs(
     return {
         "spec": session.spec_text(),
         "guidance": guidance(session, number),
-        "learnings": learnings.active(session.db, MAX_LEARNINGS) or "(none yet)",
+        "learnings": learnings.active(session.db, session.config.context.max_learnings)
+        or "(none yet)",
         "plan": plan,
         "task": task_input,
         "task_history": task_history(session, task) if history is None else history,

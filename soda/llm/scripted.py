@@ -16,17 +16,22 @@ given, a request from another agent is a ScriptError, so a script that has
 drifted from the loop fails at once and says where. The script running out, a
 tool the request does not offer, or a scripted tool call that the tools refused
 (an `is_error` result) are ScriptErrors too: a replay must go exactly as written.
-Every request is kept in `requests` so tests can assert on what was asked.
+The latest requests (up to 200) are kept in `requests` so tests can assert on
+what was asked, without a long run growing in memory.
 """
 
 from __future__ import annotations
 
 import json
+from collections import deque
 from pathlib import Path
 from typing import Any
 
 from soda.errors import InputError, ScriptError
 from soda.llm.base import ModelRequest, ModelResponse, ToolCall, Usage
+
+KEPT_REQUESTS = 200
+"""Requests a ScriptedModel remembers (the newest)."""
 
 
 class ScriptedModel:
@@ -38,7 +43,7 @@ class ScriptedModel:
         self.responses = responses
         self.source = source
         self.position = 0
-        self.requests: list[ModelRequest] = []
+        self.requests: deque[ModelRequest] = deque(maxlen=KEPT_REQUESTS)
 
     @classmethod
     def from_file(cls, path: Path) -> ScriptedModel:
