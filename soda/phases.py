@@ -25,6 +25,21 @@ from soda.workspace import land_on_base
 Printer = Callable[[str], None]
 
 
+def sense_input(session: Session, number: int) -> SenseInput:
+    """What SENSE reads for iteration `number` of this session."""
+    return SenseInput(
+        repo_path=session.config.root,
+        milestone_branch=session.milestone.branch,
+        base_commit=session.milestone.base_commit,
+        milestone=session.milestone.name,
+        run_id=session.run_id,
+        iteration=number,
+        iteration_in_run=session.iterations_in_run,
+        config=session.config,
+        db=session.db,
+    )
+
+
 def sense_phase(session: Session, it: Iteration, say: Printer) -> Claims:
     """Take in the person's files, apply what needs no judgment, gather the claims,
     and claim the inputs ORIENT will read."""
@@ -35,19 +50,7 @@ def sense_phase(session: Session, it: Iteration, say: Printer) -> Claims:
         session.tracker, session.config.spec_path, session.store_learnings, it.number
     ):
         say(f"human: {line}")
-    claims = sense(
-        SenseInput(
-            repo_path=session.config.root,
-            milestone_branch=session.milestone.branch,
-            base_commit=session.milestone.base_commit,
-            milestone=session.milestone.name,
-            run_id=session.run_id,
-            iteration=it.number,
-            iteration_in_run=session.iterations_in_run,
-            config=session.config,
-            db=session.db,
-        )
-    )
+    claims = sense(sense_input(session, it.number))
     ids = [item.id for item in claims.human.pending]
     if ids:
         human.claim(ids, it.number)

@@ -23,8 +23,9 @@ from soda.human.approval import needs_approval, plan_risk
 from soda.llm.base import Model
 from soda.milestone import milestone_branch
 from soda.orient import orient
+from soda.phases import sense_input
 from soda.plan import batches
-from soda.sense import SenseInput, sense
+from soda.sense import sense
 from soda.session import Session
 
 Printer = Callable[[str], None]
@@ -59,19 +60,7 @@ def plan_only(session: Session, say: Printer) -> Preview:
     record = it.record
     say(f"iteration {it.number} (plan only)")
     try:
-        claims = sense(
-            SenseInput(
-                repo_path=session.config.root,
-                milestone_branch=session.milestone.branch,
-                base_commit=session.milestone.base_commit,
-                milestone=session.milestone.name,
-                run_id=session.run_id,
-                iteration=it.number,
-                iteration_in_run=session.iterations_in_run,
-                config=session.config,
-                db=session.db,
-            )
-        )
+        claims = sense(sense_input(session, it.number))
         record.save(phase="orient", claims_json=claims)
         orientation = orient(session, claims, it.number)
         plan = orientation.iteration_plan

@@ -53,11 +53,8 @@ def task_of(request: ModelRequest) -> dict[str, Any]:
     return json.loads(text.split("## Task\n\n", 1)[1].split("\n\n## ", 1)[0])
 
 
-def executor(request: ModelRequest) -> Reply:
-    """Write notes/<key>.txt on the first turn, then submit."""
-    if first_turn(request):
-        the_task = task_of(request)
-        return call("write_file", path=f"notes/{the_task['id']}.txt", content=the_task["title"])
+def done(summary: str = "done") -> Reply:
+    """The executor's answer: the task is finished, nothing else to report."""
     return submit(
         {
             "tasks_completed": [],
@@ -65,9 +62,17 @@ def executor(request: ModelRequest) -> Reply:
             "task_comments": [],
             "new_subtasks": [],
             "learnings": [],
-            "summary": "wrote the note",
+            "summary": summary,
         }
     )
+
+
+def executor(request: ModelRequest) -> Reply:
+    """Write notes/<key>.txt on the first turn, then submit."""
+    if first_turn(request):
+        the_task = task_of(request)
+        return call("write_file", path=f"notes/{the_task['id']}.txt", content=the_task["title"])
+    return done("wrote the note")
 
 
 def fake_model(the_plan: dict[str, Any] | None, **extra: Any) -> FunctionModel:

@@ -14,6 +14,7 @@ from soda.loop import run_loop
 from tests.plan_fakes import (
     NOT_MET,
     VERIFIED,
+    done,
     fake_model,
     new_project,
     open_session,
@@ -62,16 +63,7 @@ def test_after_a_gate_failure_the_claims_carry_the_attempt(tmp_path: Path) -> No
     def breaks_add(request: ModelRequest) -> Reply:
         if not tool_results(request):
             return call("edit_file", path="calc.py", old="return a + b", new="return a - b")
-        return submit(
-            {
-                "tasks_completed": [],
-                "tasks_blocked": [],
-                "task_comments": [],
-                "new_subtasks": [],
-                "learnings": [],
-                "summary": "rewrote add to use subtraction",
-            }
-        )
+        return done("rewrote add to use subtraction")
 
     firsts: list[str] = []
     model = fake_model(

@@ -31,22 +31,10 @@ from soda.recovery import recover
 from soda.session import Session
 from soda.store import runs
 from tests.conftest import git
+from tests.plan_fakes import done
 
 Answer = Callable[[ModelRequest], Reply]
 DEADLINE_S = 30.0
-
-
-def done(summary: str = "done") -> Reply:
-    return submit(
-        {
-            "tasks_completed": [],
-            "tasks_blocked": [],
-            "task_comments": [],
-            "new_subtasks": [],
-            "learnings": [],
-            "summary": summary,
-        }
-    )
 
 
 def the_task(request: ModelRequest) -> dict[str, Any]:

@@ -22,6 +22,7 @@ from soda.session import Session
 from soda.store import questions
 from tests.conftest import git, soda
 from tests.plan_fakes import (
+    done,
     events,
     executor,
     fake_model,
@@ -55,16 +56,7 @@ def asking_executor(seen: list[list[str]]) -> Any:
         if answers and any(r.startswith(ANSWERED) for r in latest):
             return call("write_file", path="notes/a.txt", content=answers[0])
         if answers:
-            return submit(
-                {
-                    "tasks_completed": [],
-                    "tasks_blocked": [],
-                    "task_comments": [],
-                    "new_subtasks": [],
-                    "learnings": [],
-                    "summary": "rounding as the person said",
-                }
-            )
+            return done("rounding as the person said")
         if first_turn(request):
             return call("write_file", path="notes/a-draft.txt", content="draft")
         return call("ask_human", question=QUESTION)
@@ -163,16 +155,7 @@ def test_an_empty_question_is_an_error_result_not_a_suspension(tmp_path: Path) -
         if first_turn(request):
             return call("ask_human", question="   ")
         seen.append(results(request)[-1])
-        return submit(
-            {
-                "tasks_completed": [],
-                "tasks_blocked": [],
-                "task_comments": [],
-                "new_subtasks": [],
-                "learnings": [],
-                "summary": "nothing",
-            }
-        )
+        return done("nothing")
 
     session = open_session(root, FunctionModel.by_agent({**_orient(), "executor": answer}))
     run_loop(session, lambda line: None, once=True)
