@@ -10,6 +10,7 @@ from sqlite_utils import Database
 
 from soda.errors import InputError
 from soda.iteration_report import report_summary
+from soda.store import events as event_rows
 from soda.store import history, human_inputs
 
 
@@ -60,6 +61,7 @@ def show_iteration(db: Database, number: int) -> str:
     lines += _orient_summary(it["orient_json"])
     lines += _act_summary(it["act_json"])
     lines += report_summary(it.get("report_json"), db, number)
+    lines += _steps_summary(db, it["id"])
     lines += _human_summary(db, number)
     lines += _halt_summary(db, it["id"])
     lines += _calls_summary(db, it["id"])
@@ -120,6 +122,31 @@ def _act_summary(raw: str | None) -> list[str]:
         for t in a.get("tasks", [])
     ]
     return lines
+
+
+STEP_KINDS = ("plan.", "act.task.")
+"""The events `soda show` lists as the iteration's steps: the plan's and each task's."""
+
+
+def _steps_summary(db: Database, iteration_id: int) -> list[str]:
+    rows = event_rows.of_iteration(db, iteration_id, STEP_KINDS)
+    if not rows:
+        return []
+    lines = ["", "STEPS"]
+    for _, ts, _, _, kind, data_json in rows:
+        data = json.loads(data_json)
+        details = ", ".join(
+            f"{key}={_step_value(value)}" for key, value in data.items() if key != "plan"
+        )
+        lines.append(f"  {ts[11:19]} {kind:<18} {details}".rstrip())
+    return lines
+
+
+def _step_value(value: object) -> str:
+    text = str(value)
+    if len(text) == 40 and all(c in "0123456789abcdef" for c in text):
+        return text[:10]  # a commit
+    return _clip(text, 80)
 
 
 def _human_summary(db: Database, number: int) -> list[str]:
@@ -296,6 +323,10 @@ def iteration_json(db: Database, number: int) -> dict[str, object]:
         for input_id, kind, payload, response in human_inputs.applied_in(db, number)
     ]
     halt_keys = ("agent", "error_type", "message", "violation_path", "violation_rule")
+    record["steps"] = [
+        {"ts": ts, "kind": kind, "data": json.loads(data_json)}
+        for _, ts, _, _, kind, data_json in event_rows.of_iteration(db, it["id"], STEP_KINDS)
+    ]
     record["halts"] = [
         dict(zip(halt_keys, row, strict=True)) for row in history.halts_in(db, it["id"])
     ]

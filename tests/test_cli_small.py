@@ -190,6 +190,11 @@ def test_show_prints_what_the_agents_said(demo: tuple[Path, Any, str]) -> None:
     assert "      calls: read_file(calc.py), search_text(def (subtract|divide))" in out
     assert "      answer: calc.py has add() only." in out
     assert "      answer: Add subtract() and divide() to calc.py" in out  # the plan's intent
+    # The plan's and the task's steps, from the events.
+    steps = out.split("\nSTEPS\n", 1)[1].split("\n\n", 1)[0].splitlines()
+    kinds = [line.split()[1] for line in steps]
+    assert kinds == ["plan.started", "act.task.start", "act.task.completed", "plan.completed"]
+    assert "key=a" in steps[2] and "status=merged" in steps[2]
 
 
 def test_json_of_history_show_tasks_status_and_cost(demo: tuple[Path, Any, str]) -> None:
@@ -226,6 +231,7 @@ def test_json_of_history_show_tasks_status_and_cost(demo: tuple[Path, Any, str])
     assert agents[:2] == ["verifier", "verifier"] and agents[-1] == "executor"
     assert "says: Checking what calc.py provides today." in one["agent_calls"][0]["text"]
     assert one["halts"] == [] and one["human_inputs"] == []
+    assert [step["kind"] for step in one["steps"]][0] == "plan.started"
     missing = soda("show", "99", "--json", cwd=target)
     assert missing.returncode == 2 and missing.stdout == ""
 

@@ -65,3 +65,14 @@ def last_of_kinds(db: Database, kinds: list[str]) -> EventRow | None:
     return db.execute(
         f"{_SELECT} WHERE e.kind IN ({marks}) ORDER BY e.id DESC LIMIT 1", kinds
     ).fetchone()
+
+
+def of_iteration(db: Database, iteration_id: int, prefixes: tuple[str, ...]) -> list[EventRow]:
+    """The iteration's events whose kind starts with one of `prefixes`, in order."""
+    where = " OR ".join("substr(e.kind, 1, ?) = ?" for _ in prefixes) or "1"
+    args: list[Any] = [iteration_id]
+    for prefix in prefixes:
+        args += [len(prefix), prefix]
+    return db.execute(
+        f"{_SELECT} WHERE e.iteration_id = ? AND ({where}) ORDER BY e.id", args
+    ).fetchall()
