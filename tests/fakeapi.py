@@ -26,12 +26,7 @@ unless a `respond(body) -> Reply` function is set: then it answers what the queu
 does not (a behavioural fake, for runs whose calls are not known in advance).
 
 Prompt caching: with `simulate_cache = True` every answer's usage is computed
-from the request as the API would count it. A request is read as blocks in the
-API's order (tools, system, messages); a block carrying `cache_control` writes
-the prefix up to it to the cache (when it is at least MIN_CACHEABLE_TOKENS
-long), and the longest prefix written by an earlier request that this one
-repeats, ending at most LOOKBACK_BLOCKS before one of its markers, is read back
-(`cache_read_input_tokens`). Tokens are estimated as characters / 4.
+from the request as the API would count it (tests/fakecache.py).
 
 PYTEST_DONT_REWRITE: test modules import the builders before pytest loads this
 module as a plugin, so pytest could not rewrite it anyway; the marker keeps it
@@ -40,7 +35,6 @@ from warning about that (there are no asserts here to rewrite).
 
 from __future__ import annotations
 
-import hashlib
 import itertools
 import json
 import threading
@@ -52,13 +46,10 @@ from typing import Any, Literal
 
 import pytest
 
+from tests.fakecache import cache_usage
+
 Fault = Literal["stall", "drop", "truncate"]
 DEFAULT_MODEL = "claude-sonnet-4-6"
-MIN_CACHEABLE_TOKENS = 1024
-"""The shortest prefix the API caches (Sonnet; Haiku needs 2048)."""
-LOOKBACK_BLOCKS = 20
-"""How far before a marker the API looks for an earlier cache entry."""
-CHARS_PER_TOKEN = 4
 _ids = itertools.count(1)
 
 
@@ -167,61 +158,6 @@ class FakeAPI:
             payload=reply.payload,
             content_type=reply.content_type,
         )
-
-
-def prompt_blocks(body: dict[str, Any]) -> list[tuple[str, bool]]:
-    """The request as the cache sees it: (canonical text, carries a marker) per
-    block, in the API's order (tools, system, then each message's blocks). The
-    model and tool choice lead the first block: another one is another cache."""
-
-    def plain(block: dict[str, Any]) -> tuple[str, bool]:
-        rest = {k: v for k, v in block.items() if k != "cache_control"}
-        return json.dumps(rest, sort_keys=True), "cache_control" in block
-
-    head = json.dumps([body.get("model"), body.get("tool_choice"), body.get("output_config")])
-    blocks = [(head, False)]
-    blocks += [plain(tool) for tool in body.get("tools") or []]
-    system = body.get("system") or []
-    if isinstance(system, str):
-        system = [{"type": "text", "text": system}]
-    blocks += [plain(block) for block in system]
-    for message in body.get("messages") or []:
-        content = message["content"]
-        if isinstance(content, str):
-            content = [{"type": "text", "text": content}]
-        for block in content:
-            text, marked = plain(block)
-            blocks.append((message["role"] + text, marked))
-    return blocks
-
-
-def cache_usage(body: dict[str, Any], cache: set[str]) -> dict[str, int]:
-    """input, cache-write and cache-read tokens of `body`, updating `cache` (the
-    prefixes earlier requests wrote)."""
-    hashes, ends, total, digest = [], [], 0, hashlib.sha256()
-    blocks = prompt_blocks(body)
-    for text, _ in blocks:
-        digest.update(text.encode())
-        hashes.append(digest.copy().hexdigest())
-        total += len(text)
-        ends.append(total // CHARS_PER_TOKEN)
-    marks = [i for i, (_, marked) in enumerate(blocks) if marked]
-    hits = [
-        i
-        for i in range(len(blocks))
-        if hashes[i] in cache and any(0 <= m - i <= LOOKBACK_BLOCKS for m in marks)
-    ]
-    read = ends[max(hits)] if hits else 0
-    written = read
-    for m in marks:
-        if ends[m] >= MIN_CACHEABLE_TOKENS and ends[m] > read:
-            cache.add(hashes[m])
-            written = max(written, ends[m])
-    return {
-        "input_tokens": ends[-1] - written,
-        "cache_creation_input_tokens": written - read,
-        "cache_read_input_tokens": read,
-    }
 
 
 class _Server(ThreadingHTTPServer):

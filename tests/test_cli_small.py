@@ -231,7 +231,7 @@ def test_json_of_history_show_tasks_status_and_cost(demo: tuple[Path, Any, str])
     assert agents[:2] == ["verifier", "verifier"] and agents[-1] == "executor"
     assert "says: Checking what calc.py provides today." in one["agent_calls"][0]["text"]
     assert one["halts"] == [] and one["human_inputs"] == []
-    assert [step["kind"] for step in one["steps"]][0] == "plan.started"
+    assert one["steps"][0]["kind"] == "plan.started"
     missing = soda("show", "99", "--json", cwd=target)
     assert missing.returncode == 2 and missing.stdout == ""
 
