@@ -118,7 +118,7 @@ def measure(past: int, max_learnings: int | None) -> dict[str, int]:
             path = anthropic_project(Path(tmp) / "project", fake)
             if max_learnings is not None:
                 text = path.read_text().replace(
-                    "max_learnings = 15", f"max_learnings = {max_learnings}"
+                    "max_learnings = 12", f"max_learnings = {max_learnings}"
                 )
                 path.write_text(text)
             session = Session.open(load(path))
@@ -146,7 +146,7 @@ def main() -> None:
     parser.add_argument("--young", type=int, default=10)
     parser.add_argument("--old", type=int, default=10_000)
     parser.add_argument(
-        "--max-learnings", type=int, default=None, help="[context] max_learnings (default 15)"
+        "--max-learnings", type=int, default=None, help="[context] max_learnings (default 12)"
     )
     args = parser.parse_args()
     young = measure(args.young, args.max_learnings)

@@ -194,7 +194,7 @@ class ContextConfig(Section):
     """Size, in tokens (about 4 characters each), of the repository map the repo_map
     tool gives agents: files with their top-level symbols, most relevant first
     (200-50000)."""
-    max_learnings: int = Field(15, ge=1, le=500)
+    max_learnings: int = Field(12, ge=1, le=500)
     """Most active learnings kept and shown to agents; past it the oldest are
     retired, with the cap as their reason (1-500). Every agent reads them on every
     call: a few sharp ones help more than a long list."""
