@@ -8,8 +8,10 @@ import os
 import socket
 import subprocess
 import sys
-from collections.abc import Iterator
+import time
+from collections.abc import Callable, Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 from sqlite_utils import Database
@@ -55,6 +57,18 @@ def _no_real_network(monkeypatch: pytest.MonkeyPatch) -> None:
     for name in list(os.environ):
         if name.startswith(("ANTHROPIC_", "OPENAI_")):
             monkeypatch.delenv(name)
+
+
+def wait_for(condition: Callable[[], Any], seconds: float, what: str) -> Any:
+    """Poll `condition` until it returns something truthy (returned), failing the
+    test after `seconds`: tests wait for what they can observe, never a fixed sleep."""
+    deadline = time.monotonic() + seconds
+    while time.monotonic() < deadline:
+        value = condition()
+        if value:
+            return value
+        time.sleep(0.02)
+    raise AssertionError(f"timed out after {seconds}s waiting for {what}")
 
 
 def git(cwd: Path, *args: str) -> str:

@@ -18,20 +18,10 @@ from typing import Any
 import pytest
 
 from soda.demo import SCRIPT_PATH, prepare
-from tests.conftest import git, soda
+from tests.conftest import git, soda, wait_for
 
 ROOT = Path(__file__).resolve().parent.parent
 DEMO = json.loads((ROOT / "soda" / "demo" / "script.json").read_text())["responses"]
-
-
-def wait_for(condition: Callable[[], Any], seconds: float, what: str) -> Any:
-    deadline = time.monotonic() + seconds
-    while time.monotonic() < deadline:
-        value = condition()
-        if value:
-            return value
-        time.sleep(0.05)
-    raise AssertionError(f"timed out after {seconds}s waiting for {what}")
 
 
 def query(root: Path, sql: str, *params: Any) -> list[tuple]:

@@ -12,7 +12,6 @@ import subprocess
 import sys
 import threading
 import time
-from collections.abc import Callable
 from datetime import datetime
 from pathlib import Path
 from typing import Any
@@ -31,7 +30,7 @@ from soda.lock import PID_NAME, acquire_lock, release_lock, running_pid
 from soda.recovery import recover
 from soda.store import open_db
 from soda.store.db import now
-from tests.conftest import git, insert_run
+from tests.conftest import git, insert_run, wait_for
 
 
 def test_windows_match_the_minute() -> None:
@@ -136,16 +135,6 @@ def test_recovery_closes_what_a_dead_process_left_open(tmp_path: Path) -> None:
 
 
 # --- the watcher cannot die silently -------------------------------------------
-
-
-def wait_for(condition: Callable[[], Any], seconds: float, what: str) -> Any:
-    deadline = time.monotonic() + seconds
-    while time.monotonic() < deadline:
-        value = condition()
-        if value:
-            return value
-        time.sleep(0.02)
-    raise AssertionError(f"timed out after {seconds}s waiting for {what}")
 
 
 def test_keep_watching_restarts_a_failed_watch_with_a_growing_bounded_backoff() -> None:

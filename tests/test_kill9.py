@@ -24,8 +24,8 @@ from soda.git import open_repo
 from soda.lock import acquire_lock, release_lock
 from soda.recovery import recover
 from soda.store import open_db
-from tests.conftest import git
-from tests.test_daemon import DEMO, query, wait_for
+from tests.conftest import git, wait_for
+from tests.test_daemon import DEMO, query
 from tests.test_wakes import NO_WORK, NOT_MET, VERIFIED
 
 SEED = 20261123

@@ -30,8 +30,8 @@ from soda.proc import LiveCommand
 from soda.session import Session
 from soda.store import open_db
 from soda.store.db import now
-from tests.conftest import soda
-from tests.test_daemon import DEMO, alive, pid_of, query, wait_for
+from tests.conftest import soda, wait_for
+from tests.test_daemon import DEMO, alive, pid_of, query
 
 PYTHON = json.dumps(sys.executable)[1:-1]
 

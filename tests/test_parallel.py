@@ -30,7 +30,7 @@ from soda.llm.function import FunctionModel, Reply, call, first_turn, submit
 from soda.recovery import recover
 from soda.session import Session
 from soda.store import runs
-from tests.conftest import git
+from tests.conftest import git, wait_for
 from tests.plan_fakes import done
 
 Answer = Callable[[ModelRequest], Reply]
@@ -108,14 +108,6 @@ def work_branches(session: Session) -> str:
     return git(session.config.root, "branch", "--list", "soda-work/*")
 
 
-def wait_for(condition: Callable[[], bool], what: str) -> None:
-    deadline = time.monotonic() + DEADLINE_S
-    while not condition():
-        if time.monotonic() > deadline:
-            raise AssertionError(f"timed out waiting for {what}")
-        time.sleep(0.02)
-
-
 # --- overlap and merge order ---------------------------------------------------
 
 
@@ -188,7 +180,7 @@ def test_a_task_beaten_by_a_siblings_merge_runs_again_on_the_new_tip(tmp_path: P
         if first_turn(request):
             return call("write_file", path="notes/b.md", content="b")
         if not notes:
-            wait_for(lambda: "notes/a.txt" in landed(), "a's merge")
+            wait_for(lambda: "notes/a.txt" in landed(), DEADLINE_S, "a's merge")
         return done("b")
 
     def landed() -> str:
@@ -230,9 +222,9 @@ def test_a_conflict_with_a_sibling_is_retried_on_the_new_tip_then_blocks(
                     second_round.append(key)
                 return call("write_file", path="README.md", content=f"{key} {again}\n")
             if key != "a" and not again:
-                wait_for(lambda: events(session, "act.merged") != [], "a's merge")
+                wait_for(lambda: events(session, "act.merged") != [], DEADLINE_S, "a's merge")
             if again:
-                wait_for(lambda: len(second_round) == 2, "both second attempts forked")
+                wait_for(lambda: len(second_round) == 2, DEADLINE_S, "both second attempts forked")
             return done(key)
 
         return answer
@@ -324,7 +316,7 @@ def test_a_broken_answer_in_one_task_stops_the_others_and_is_what_act_raises(
             started.wait()
             if key == "b":  # the second task of the plan: its error, not a's stop, is raised
                 return submit({"summary": 42})  # breaks the contract: a HALT
-        wait_for(lambda: "b" in turns, "b's answer")
+        wait_for(lambda: "b" in turns, DEADLINE_S, "b's answer")
         time.sleep(0.05)  # the model's latency
         return call("list_files", path=".")
 

@@ -21,8 +21,8 @@ from soda.llm.function import FunctionModel, submit
 from soda.loop import Ending, run_loop
 from soda.session import Session
 from soda.wake import fingerprint, nothing_new
-from tests.conftest import git
-from tests.test_daemon import DEMO, query, wait_for
+from tests.conftest import git, wait_for
+from tests.test_daemon import DEMO, query
 
 VERIFIED = {"checks": [], "task_updates": [], "learnings": [], "summary": "checked"}
 NOT_MET = {"spec_satisfied": False, "confidence": "high", "gaps": [], "summary": "not met"}
