@@ -32,8 +32,8 @@ from local_api import (
 )
 
 from soda.config import load
-from soda.loop import run_iteration
-from soda.session import Session
+from soda.loop.run import run_iteration
+from soda.loop.session import Session
 from tests.fakeapi import FakeAPI, tool_use_response
 
 GOAL = 0.80

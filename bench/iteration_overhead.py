@@ -31,6 +31,7 @@ import tempfile
 import time
 from pathlib import Path
 
+from soda.cli.init import init_project
 from soda.config import (
     Config,
     GateConfig,
@@ -40,9 +41,8 @@ from soda.config import (
     SandboxConfig,
     load,
 )
-from soda.init import init_project
-from soda.loop import Ending, run_iteration
-from soda.session import Session
+from soda.loop.run import Ending, run_iteration
+from soda.loop.session import Session
 
 DEFAULT_REPO = Path(os.environ.get("SODA_BENCH_REPO", "sympy"))
 BENCH_FILE = "SODA_BENCH.txt"

@@ -21,7 +21,7 @@ import time
 from pathlib import Path
 
 from soda.config import Config, SandboxConfig
-from soda.jail import Jail
+from soda.system.jail import Jail
 
 GOAL_MS = 50.0
 

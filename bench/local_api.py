@@ -14,8 +14,8 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))  # for tests.fakeapi
 
-from soda.agents import load_agent
-from soda.demo import prepare
+from soda.agent.definition import load_agent
+from soda.cli.demo import prepare
 from tests.fakeapi import FakeAPI, Reply, tool_use_response
 
 AGENTS = ("verifier", "assessor", "planner", "orienter", "executor", "planning_mode")

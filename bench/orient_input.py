@@ -26,10 +26,10 @@ from pathlib import Path
 from local_api import NOT_MET, VERIFIED, anthropic_project, plan, responder, submit
 
 from soda.config import load
-from soda.context import Iteration, IterationRecord
-from soda.orient import orient
-from soda.phases import sense_phase
-from soda.session import Session
+from soda.loop.context import Iteration, IterationRecord
+from soda.loop.orient import orient
+from soda.loop.phases import sense_phase
+from soda.loop.session import Session
 from soda.store import runs
 from soda.store.db import now
 from tests.fakeapi import FakeAPI

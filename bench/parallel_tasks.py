@@ -22,14 +22,14 @@ import tempfile
 import time
 from pathlib import Path
 
-from soda.act import act
+from soda.cli.demo import prepare
 from soda.config import load
 from soda.contracts import IterationPlan, PlanTask
-from soda.demo import prepare
 from soda.gate import milestone_tests
 from soda.llm.base import ModelRequest
 from soda.llm.function import FunctionModel, Reply, call, first_turn, submit
-from soda.session import Session
+from soda.loop.act import act
+from soda.loop.session import Session
 
 GOAL = 1.3
 

@@ -20,7 +20,7 @@ import time
 from pathlib import Path
 
 from soda.config import Config
-from soda.sense import SenseInput, sense
+from soda.loop.sense import SenseInput, sense
 from soda.store import open_db
 from soda.store.db import now
 from soda.trace import SqliteTracker

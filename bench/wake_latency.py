@@ -22,8 +22,8 @@ import time
 from datetime import datetime
 from pathlib import Path
 
+from soda.cli.demo import SCRIPT_PATH, prepare
 from soda.contracts import HumanInput
-from soda.demo import SCRIPT_PATH, prepare
 from soda.human.write import write_input
 
 ROOT = Path(__file__).resolve().parent.parent

@@ -1,3 +1,3 @@
-from soda.cli import main
+from soda.cli.main import main
 
 main()

@@ -23,7 +23,7 @@
         ├── DatabaseTooNew     state/soda.db was written by a newer soda
         └── GitError           a git operation failed in a way soda cannot route around
 
-Only `soda.cli` turns these into messages and exit codes. Everything else raises
+Only `soda.cli.main` turns these into messages and exit codes. Everything else raises
 them, with `raise ... from exc` when translating a foreign exception, so the
 original cause survives for the log.
 """

@@ -8,8 +8,8 @@ Each port has one real implementation and, where tests need one, a fake:
     Tracker     soda.trace.SqliteTracker             (real SQLite in a temp dir)
     HumanQueue  soda.human.HumanQueue                (real files in a temp inbox)
     Store       sqlite_utils.Database + soda.store   (real SQLite in a temp dir)
-    Clock       soda.clock.SystemClock               tests/fakes.FakeClock
-    Workspace   soda.workspace.Workspace         (real git worktrees)
+    Clock       soda.system.clock.SystemClock               tests/fakes.FakeClock
+    Workspace   soda.repo.workspace.Workspace         (real git worktrees)
 
 Everything else soda touches (git, the jail, the filesystem) is real in tests
 too; the model is the only thing faked at its boundary.

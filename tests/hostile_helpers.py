@@ -22,11 +22,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from soda.cli.demo import SCRIPT_PATH, prepare
 from soda.config import load
-from soda.demo import SCRIPT_PATH, prepare
 from soda.llm.base import ModelRequest
-from soda.loop import IterationResult, run_loop
-from soda.session import Session
+from soda.loop.run import IterationResult, run_loop
+from soda.loop.session import Session
 from tests.conftest import git
 from tests.scripts import NOT_MET, VERIFIED, submit
 

@@ -13,7 +13,7 @@ from typing import Any
 from soda.config import load
 from soda.llm.base import ModelRequest
 from soda.llm.function import FunctionModel, Reply, call, first_turn, submit
-from soda.session import Session
+from soda.loop.session import Session
 from tests.conftest import git
 from tests.test_loop import DEMO_SCRIPT, project
 

@@ -8,14 +8,14 @@ from pathlib import Path
 import pytest
 from git import Repo
 
-from soda.act.execute import TaskOutcome, execute_plan
-from soda.checkouts import Checkouts
 from soda.contracts import IterationPlan, PlanTask
+from soda.contracts.plan_dag import batches, plan_problems
 from soda.errors import StructuralError
 from soda.gate.rules import gate
 from soda.gate.runner import TestReport
-from soda.plan import batches, plan_problems
-from soda.workspace import merge_into_milestone
+from soda.loop.act.execute import TaskOutcome, execute_plan
+from soda.repo.checkouts import Checkouts
+from soda.repo.workspace import merge_into_milestone
 from tests.conftest import git
 
 

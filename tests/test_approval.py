@@ -15,7 +15,7 @@ from soda.events import Events
 from soda.human import HumanQueue
 from soda.human.approval import Verdict, await_approval, needs_approval, plan_risk
 from soda.human.write import write_input
-from soda.loop import Ending
+from soda.loop.run import Ending
 from soda.store.db import open_db
 from tests.test_loop import DEMO_SCRIPT, project, run
 

@@ -19,8 +19,8 @@ import pytest
 from soda.config import load
 from soda.contracts import HumanInput
 from soda.human.write import write_input
-from soda.loop import Ending, IterationResult, run_loop
-from soda.milestone import milestone_branch
+from soda.loop.run import Ending, IterationResult, run_loop
+from soda.repo.milestone import milestone_branch
 from soda.store.db import open_db
 from tests.conftest import git, soda
 from tests.plan_fakes import fake_model, new_project, open_session, plan, task

@@ -6,11 +6,11 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from soda.act.brief import GUIDANCE_ITERATIONS, guidance, task_history
 from soda.contracts import HumanInput
 from soda.human.write import write_input
 from soda.llm.base import ModelRequest
 from soda.llm.function import FunctionModel, Reply
+from soda.loop.act.brief import GUIDANCE_ITERATIONS, guidance, task_history
 from tests.test_parallel import open_project, run_act, task, writes
 
 

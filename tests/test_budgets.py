@@ -9,16 +9,16 @@ from typing import Any
 
 import pytest
 
-from soda.budget import budget_lines, check, reset_day, spent_budget, uses
+from soda.agent.budget import budget_lines, check, reset_day, spent_budget, uses
+from soda.agent.recorder import CallRecorder
+from soda.cli.demo import prepare
 from soda.config import BudgetConfig, Config, ModelConfig, Price, load
-from soda.demo import prepare
 from soda.errors import BudgetExhausted
 from soda.events import Events
 from soda.llm.base import ModelResponse, Usage
 from soda.llm.function import FunctionModel, submit
-from soda.loop import Ending, run_loop
-from soda.recorder import CallRecorder
-from soda.session import Session
+from soda.loop.run import Ending, run_loop
+from soda.loop.session import Session
 from soda.store import open_db
 from tests.conftest import insert_run, soda
 

@@ -11,13 +11,13 @@ from pathlib import Path
 import pytest
 from git import Repo
 
-from soda.checkouts import Checkouts
 from soda.config import load
 from soda.errors import GitError
 from soda.gate import tested as cached_test_run  # not a test
-from soda.jail import Jail
+from soda.repo.checkouts import Checkouts
+from soda.repo.workspace import branch_head, land, prepare_merge
 from soda.store import open_db
-from soda.workspace import branch_head, land, prepare_merge
+from soda.system.jail import Jail
 from tests.conftest import git
 
 

@@ -7,7 +7,7 @@ import re
 from pathlib import Path
 
 from soda.contracts import Claims, LastAct, TaskAttempt, TestFailure, TestsBrief
-from soda.sense import sense
+from soda.loop.sense import sense
 from soda.trace import SqliteTracker
 from tests.test_sense import setup
 

@@ -9,7 +9,7 @@ from pathlib import Path
 from typer.testing import CliRunner
 
 from soda import __version__
-from soda.cli import app
+from soda.cli.main import app
 from soda.store import open_db
 from tests.conftest import git, soda
 

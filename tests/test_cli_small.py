@@ -13,7 +13,7 @@ from typing import Any
 
 import pytest
 
-from soda.demo import SCRIPT_PATH, prepare
+from soda.cli.demo import SCRIPT_PATH, prepare
 from tests.conftest import git, soda
 from tests.scripts import submit
 

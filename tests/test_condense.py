@@ -11,13 +11,13 @@ from typing import Any
 
 import pytest
 
-from soda.agents import load_agent
+from soda.agent.definition import load_agent
+from soda.agent.recorder import CallRecorder
+from soda.agent.runtime import KEEP_WHOLE, AgentRunner
 from soda.config import Config, ContextConfig, ModelConfig
 from soda.events import Events
 from soda.llm.base import ModelRequest, ToolSpec
 from soda.llm.function import FunctionModel, call, first_turn, last_results, submit
-from soda.recorder import CallRecorder
-from soda.runtime import KEEP_WHOLE, AgentRunner
 from soda.store import Database, open_db
 from soda.tools import read_only_tools
 from soda.tools.sandbox import Sandbox

@@ -7,10 +7,10 @@ import pytest
 from pydantic import BaseModel
 from typer.testing import CliRunner
 
-from soda.cli import app
+from soda.cli.init import render_config
+from soda.cli.main import app
 from soda.config import Config, find_config, load
 from soda.errors import ConfigError
-from soda.init import render_config
 
 
 def write(tmp_path: Path, text: str, spec: bool = True) -> Path:

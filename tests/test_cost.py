@@ -8,10 +8,10 @@ from pathlib import Path
 
 import pytest
 
+from soda.agent.recorder import CallRecorder
 from soda.config import find_config, load
 from soda.events import Events
 from soda.llm.base import ModelResponse, Usage
-from soda.recorder import CallRecorder
 from soda.store import open_db, runs
 from tests.conftest import insert_run, soda
 

@@ -17,7 +17,7 @@ from typing import Any
 
 import pytest
 
-from soda.demo import SCRIPT_PATH, prepare
+from soda.cli.demo import SCRIPT_PATH, prepare
 from tests.conftest import git, soda, wait_for
 
 ROOT = Path(__file__).resolve().parent.parent

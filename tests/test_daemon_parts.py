@@ -19,17 +19,17 @@ from typing import Any
 import pytest
 from git import Repo
 
+from soda.cli.demo import prepare
 from soda.config import Config, DaemonConfig, load
-from soda.daemon import LOG_NAME, Daemon
-from soda.daemon_parts import in_window, keep_watching, notify, parse_windows, rotate_log
-from soda.demo import prepare
+from soda.daemon.parts import in_window, keep_watching, notify, parse_windows, rotate_log
+from soda.daemon.process import LOG_NAME, Daemon
 from soda.errors import ConfigError, UserError
 from soda.events import Events
 from soda.human import HumanQueue
-from soda.lock import PID_NAME, acquire_lock, release_lock, running_pid
-from soda.recovery import recover
+from soda.loop.recovery import recover
 from soda.store import open_db
 from soda.store.db import now
+from soda.system.lock import PID_NAME, acquire_lock, release_lock, running_pid
 from tests.conftest import git, insert_run, wait_for
 
 

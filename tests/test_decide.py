@@ -7,7 +7,7 @@ from typing import Any
 import pytest
 
 from soda.contracts import IterationPlan, LoopStatus, Orientation, PlanTask
-from soda.decide import Budget, Control, Kind, LoopState, decide
+from soda.loop.decide import Budget, Control, Kind, LoopState, decide
 
 PLAN = IterationPlan(
     intent="add divide",

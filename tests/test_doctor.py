@@ -8,9 +8,9 @@ from pathlib import Path
 import pytest
 from typer.testing import CliRunner
 
-from soda.cli import app
-from soda.demo import prepare
-from soda.doctor import run_checks
+from soda.cli.demo import prepare
+from soda.cli.doctor import run_checks
+from soda.cli.main import app
 from tests.conftest import git
 from tests.fakeapi import FakeAPI, json_response
 from tests.test_editable import install_editable, make_project, make_venv

@@ -31,14 +31,14 @@ from pathlib import Path
 
 import pytest
 
-from soda.checkouts import Checkouts
 from soda.config import load
 from soda.gate import tested as cached_test_run  # not a test
 from soda.gate.rules import GateResult, gate
 from soda.gate.runner import TestReport, report_kind
-from soda.git import open_repo
-from soda.jail import Jail
+from soda.repo.checkouts import Checkouts
+from soda.repo.git import open_repo
 from soda.store import open_db
+from soda.system.jail import Jail
 from tests.conftest import git
 
 BACKEND = '''\

@@ -10,7 +10,7 @@ from pathlib import Path
 
 from soda.llm.base import ModelRequest
 from soda.llm.function import Reply, call, submit
-from soda.loop import run_loop
+from soda.loop.run import run_loop
 from tests.plan_fakes import (
     NOT_MET,
     VERIFIED,

@@ -7,15 +7,15 @@ from typing import Any
 
 import pytest
 
-from soda.agents import load_agent
+from soda.agent.definition import load_agent
+from soda.agent.recorder import CallRecorder
+from soda.agent.runtime import AgentRunner
 from soda.config import Config, ModelConfig
 from soda.contracts import Assessment
 from soda.errors import ScriptError
 from soda.events import Events
 from soda.llm.base import ModelRequest, ToolSpec
 from soda.llm.function import FunctionModel, call, first_turn, last_results, submit
-from soda.recorder import CallRecorder
-from soda.runtime import AgentRunner
 from soda.store import open_db
 
 

@@ -17,13 +17,13 @@ from pathlib import Path
 import pytest
 from git import Repo
 
-from soda.checkouts import Checkouts
 from soda.config import Config
-from soda.git import CONFIG_PARAMETERS, commit_all, harden_git_environment, open_repo
-from soda.sense import SenseInput, code_claims
+from soda.loop.sense import SenseInput, code_claims
+from soda.repo.checkouts import Checkouts
+from soda.repo.git import CONFIG_PARAMETERS, commit_all, harden_git_environment, open_repo
+from soda.repo.workspace import land_on_base, merge_into_milestone
 from soda.store import open_db
 from soda.tools import Sandbox, read_only_tools
-from soda.workspace import land_on_base, merge_into_milestone
 from tests.conftest import git
 
 HOOKS = [

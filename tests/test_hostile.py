@@ -27,8 +27,8 @@ from typing import Any
 
 import pytest
 
-from soda.demo import SCRIPT_PATH
-from soda.jail import Jail
+from soda.cli.demo import SCRIPT_PATH
+from soda.system.jail import Jail
 from soda.tools import Sandbox, worktree_tools
 from soda.tools.files import edit_file, read_file, search_text, write_file
 from soda.tools.sandbox import ToolError

@@ -10,7 +10,7 @@ from pathlib import Path
 
 from soda.llm.base import ModelRequest
 from soda.llm.function import Reply, call
-from soda.loop import Ending, run_loop
+from soda.loop.run import Ending, run_loop
 from tests.conftest import soda
 from tests.plan_fakes import (
     events,

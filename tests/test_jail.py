@@ -1,4 +1,4 @@
-"""soda.jail.Jail.run, directly, on a real repository with a real worktree: what a
+"""soda.system.jail.Jail.run, directly, on a real repository with a real worktree: what a
 jailed command sees (the worktree at the repository's path, git read-only, the
 person's environment directories, no state, no home, no credentials, no network)
 and that nothing it starts outlives it. `mode = "none"` is the control: the same
@@ -20,7 +20,7 @@ import pytest
 
 from soda.config import Config, SandboxConfig
 from soda.errors import UserError
-from soda.jail import JAIL_GIT, Jail, JailUnavailable, _probe
+from soda.system.jail import JAIL_GIT, Jail, JailUnavailable, _probe
 from tests.conftest import git
 
 TIMEOUT = 30.0

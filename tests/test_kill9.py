@@ -17,13 +17,13 @@ import sys
 import time
 from pathlib import Path
 
+from soda.cli.demo import SCRIPT_PATH, prepare
 from soda.config import load
-from soda.demo import SCRIPT_PATH, prepare
 from soda.events import Events
-from soda.git import open_repo
-from soda.lock import acquire_lock, release_lock
-from soda.recovery import recover
+from soda.loop.recovery import recover
+from soda.repo.git import open_repo
 from soda.store import open_db
+from soda.system.lock import acquire_lock, release_lock
 from tests.conftest import git, wait_for
 from tests.test_daemon import DEMO, query
 from tests.test_wakes import NO_WORK, NOT_MET, VERIFIED

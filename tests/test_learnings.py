@@ -9,12 +9,12 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+from soda.cli.demo import prepare
 from soda.config import ContextConfig, load
-from soda.demo import prepare
 from soda.llm.base import ModelRequest
 from soda.llm.function import FunctionModel, submit
-from soda.loop import Ending, run_iteration
-from soda.session import Session
+from soda.loop.run import Ending, run_iteration
+from soda.loop.session import Session
 from soda.store import Database, learnings, open_db
 
 NOT_MET = {"spec_satisfied": False, "confidence": "high", "gaps": [], "summary": "not met"}

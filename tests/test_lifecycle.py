@@ -20,16 +20,16 @@ from typing import Any
 
 import pytest
 
-from soda import proc
+from soda.cli.demo import SCRIPT_PATH, prepare
 from soda.config import load
-from soda.demo import SCRIPT_PATH, prepare
-from soda.lifecycle import ActivityFile, kill_leftovers, read_activity
 from soda.llm.function import FunctionModel
-from soda.loop import run_loop
-from soda.proc import LiveCommand
-from soda.session import Session
+from soda.loop.run import run_loop
+from soda.loop.session import Session
 from soda.store import open_db
 from soda.store.db import now
+from soda.system import proc
+from soda.system.lifecycle import ActivityFile, kill_leftovers, read_activity
+from soda.system.proc import LiveCommand
 from tests.conftest import soda, wait_for
 from tests.test_daemon import DEMO, alive, pid_of, query
 

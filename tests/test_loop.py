@@ -11,10 +11,10 @@ from typing import Any
 
 import pytest
 
+from soda.cli.demo import SCRIPT_PATH, prepare
 from soda.config import load
-from soda.demo import SCRIPT_PATH, prepare
-from soda.loop import Ending, run_loop
-from soda.session import Session
+from soda.loop.run import Ending, run_loop
+from soda.loop.session import Session
 from tests.conftest import git, soda
 from tests.scripts import NOT_MET, VERIFIED, submit
 

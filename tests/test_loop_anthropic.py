@@ -11,10 +11,10 @@ from typing import Any
 
 import pytest
 
+from soda.cli.demo import prepare
 from soda.config import load
-from soda.demo import prepare
-from soda.loop import Ending, run_loop
-from soda.session import Session
+from soda.loop.run import Ending, run_loop
+from soda.loop.session import Session
 from tests.fakeapi import (
     FakeAPI,
     Reply,

@@ -49,7 +49,7 @@ def test_distribution_is_soda_daemon_and_pytest_only_an_extra(wheel: Path) -> No
     pytest_requires = [r for r in requires if r.startswith("pytest")]
     assert pytest_requires and all("extra ==" in r for r in pytest_requires), requires
     (entry_points,) = [n for n in archive.namelist() if n.endswith("entry_points.txt")]
-    assert "soda = soda.cli:main" in archive.read(entry_points).decode()
+    assert "soda = soda.cli.main:main" in archive.read(entry_points).decode()
 
 
 @pytest.mark.slow
@@ -86,7 +86,11 @@ def test_installed_wheel_runs_from_an_unrelated_directory(wheel: Path, tmp_path:
         )
 
     where = subprocess.run(
-        [sys.executable, "-c", "import soda.resources as r; print(r.resource_dir('schemas'))"],
+        [
+            sys.executable,
+            "-c",
+            "import soda.config.resources as r; print(r.resource_dir('schemas'))",
+        ],
         cwd=elsewhere,
         env=env,
         capture_output=True,

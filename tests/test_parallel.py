@@ -19,16 +19,16 @@ from typing import Any
 
 import pytest
 
-from soda.act import ActResult, act
+from soda.cli.demo import prepare
 from soda.config import load
 from soda.contracts import HumanInput, IterationPlan, PlanTask
-from soda.demo import prepare
 from soda.errors import ContractViolation, Interrupted
 from soda.human.write import write_input
 from soda.llm.base import ModelRequest
 from soda.llm.function import FunctionModel, Reply, call, first_turn, submit
-from soda.recovery import recover
-from soda.session import Session
+from soda.loop.act import ActResult, act
+from soda.loop.recovery import recover
+from soda.loop.session import Session
 from soda.store import runs
 from tests.conftest import git, wait_for
 from tests.plan_fakes import done

@@ -11,8 +11,8 @@ from pathlib import Path
 from soda.config import load
 from soda.contracts import HumanInput
 from soda.human.write import write_input
-from soda.milestone import milestone_branch
-from soda.plan_only import preview, render_preview
+from soda.loop.plan_only import preview, render_preview
+from soda.repo.milestone import milestone_branch
 from soda.store.db import open_db
 from tests.conftest import git, soda
 from tests.plan_fakes import fake_model, new_project, plan, task

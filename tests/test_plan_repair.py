@@ -10,8 +10,8 @@ import json
 from pathlib import Path
 from typing import Any
 
-from soda.loop import Ending
-from soda.orient import PLAN_REPAIRS
+from soda.loop.orient import PLAN_REPAIRS
+from soda.loop.run import Ending
 from tests.conftest import git
 from tests.scripts import NOT_MET, VERIFIED, submit
 from tests.test_loop import DEMO_SCRIPT, project, run

@@ -9,8 +9,8 @@ from pathlib import Path
 
 from soda.contracts import Orientation
 from soda.llm.function import submit
-from soda.phases import orient_phase, sense_phase
-from soda.session import Session
+from soda.loop.phases import orient_phase, sense_phase
+from soda.loop.session import Session
 from tests.conftest import git
 from tests.plan_fakes import (
     events,

@@ -1,4 +1,4 @@
-"""soda.proc: real subprocesses, real timeouts, real process groups."""
+"""soda.system.proc: real subprocesses, real timeouts, real process groups."""
 
 from __future__ import annotations
 
@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from soda.errors import InputError
-from soda.proc import KILL_GRACE_S, command_words, run, scrubbed_env
+from soda.system.proc import KILL_GRACE_S, command_words, run, scrubbed_env
 
 
 def sleep_token() -> str:

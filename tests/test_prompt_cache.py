@@ -11,11 +11,11 @@ from typing import Any
 
 import pytest
 
-from soda.agents import first_message, load_agent, terminal_tools
+from soda.agent.definition import first_message, load_agent, terminal_tools
 from soda.config import ModelConfig
 from soda.llm.anthropic import AnthropicModel
 from soda.llm.base import Message, ModelRequest, ToolCall, ToolResult, ToolSpec, ignore_event
-from soda.sense import sense
+from soda.loop.sense import sense
 from tests.fakeapi import FakeAPI, tool_use_response
 from tests.test_sense import setup
 

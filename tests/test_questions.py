@@ -12,13 +12,13 @@ import time
 from pathlib import Path
 from typing import Any
 
-from soda.asking import RESUME_REF, open_questions
 from soda.config import load
 from soda.llm.base import ModelRequest
 from soda.llm.function import FunctionModel, Reply, call, first_turn, submit
-from soda.loop import Ending, run_loop
-from soda.milestone import milestone_branch
-from soda.session import Session
+from soda.loop.asking import RESUME_REF, open_questions
+from soda.loop.run import Ending, run_loop
+from soda.loop.session import Session
+from soda.repo.milestone import milestone_branch
 from soda.store import questions
 from tests.conftest import git, soda
 from tests.plan_fakes import (
@@ -193,7 +193,7 @@ def test_while_a_question_is_open_the_planner_is_told_not_to_plan_its_task(
 
 
 def test_in_the_same_process_the_kept_work_tree_is_given_back_on_resume(tmp_path: Path) -> None:
-    from soda.loop import run_iteration
+    from soda.loop.run import run_iteration
 
     root = new_project(tmp_path)
     session = open_session(root, fake_model(PLAN, executor=asking_executor([])))

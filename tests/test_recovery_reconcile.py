@@ -22,19 +22,19 @@ from typing import Any
 import pytest
 from git import Repo
 
+from soda.cli.demo import prepare
 from soda.config import load
-from soda.demo import prepare
 from soda.events import Events
-from soda.recovery import recover
+from soda.loop.recovery import recover
 from soda.store import open_db
 from tests.conftest import git
 
 CHILD = """
 import json, os, signal, sys
 from pathlib import Path
-from soda.workspace import merge_into_milestone
+from soda.repo.workspace import merge_into_milestone
 from soda.config import load
-from soda.session import Session
+from soda.loop.session import Session
 
 root, merge = Path(sys.argv[1]), sys.argv[2] == "merge"
 session = Session.open(load(root / "soda.toml"))

@@ -10,10 +10,10 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from soda.act.execute import WAITING_REASON
-from soda.act.task import TaskWaiting
 from soda.llm.base import ModelRequest
 from soda.llm.function import FunctionModel, Reply, call, first_turn, submit
+from soda.loop.act.execute import WAITING_REASON
+from soda.loop.act.task import TaskWaiting
 from tests.conftest import git
 from tests.test_parallel import (
     by_key,

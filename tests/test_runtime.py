@@ -8,7 +8,9 @@ from typing import Any
 
 import pytest
 
-from soda.agents import load_agent, render_inputs
+from soda.agent.definition import load_agent, render_inputs
+from soda.agent.recorder import CallRecorder
+from soda.agent.runtime import AgentRunner
 from soda.config import BudgetConfig, Config, ModelConfig, Price
 from soda.contracts import Assessment
 from soda.errors import BudgetExhausted, ContractViolation, InputError, ScriptError
@@ -17,8 +19,6 @@ from soda.llm.base import ModelRequest
 from soda.llm.function import FunctionModel, call, first_turn
 from soda.llm.function import submit as submit_fn
 from soda.llm.scripted import ScriptedModel
-from soda.recorder import CallRecorder
-from soda.runtime import AgentRunner
 from soda.store import open_db
 
 ASSESSMENT = {

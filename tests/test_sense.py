@@ -10,7 +10,7 @@ import pytest
 
 from soda.config import Config, LoopConfig
 from soda.contracts import Claims, HumanInput, validate
-from soda.sense import MAX_COMMITS, MAX_FILES, Attempt, SenseInput, loop_status, sense
+from soda.loop.sense import MAX_COMMITS, MAX_FILES, Attempt, SenseInput, loop_status, sense
 from soda.store import open_db
 from soda.store.db import now
 from soda.trace import SqliteTracker

@@ -17,19 +17,19 @@ from typing import Any
 
 import pytest
 
-from soda.agents import load_agent
+from soda.agent.definition import load_agent
+from soda.agent.recorder import CallRecorder
+from soda.agent.runtime import AgentRunner
+from soda.cli.demo import prepare
 from soda.config import Config, ModelConfig, load
 from soda.contracts import Assessment
-from soda.demo import prepare
 from soda.errors import ModelGaveUp, StructuralError, TransientError
 from soda.events import Events
 from soda.llm.anthropic import AnthropicModel
 from soda.llm.base import ToolSpec, raised_limit
 from soda.llm.scripted import ScriptedModel
-from soda.loop import Ending, run_loop
-from soda.recorder import CallRecorder
-from soda.runtime import AgentRunner
-from soda.session import Session
+from soda.loop.run import Ending, run_loop
+from soda.loop.session import Session
 from soda.store import open_db
 from tests.fakeapi import (
     FakeAPI,

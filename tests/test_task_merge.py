@@ -12,12 +12,12 @@ from typing import Any
 
 import pytest
 
+from soda.cli.demo import prepare
 from soda.config import load
-from soda.demo import prepare
 from soda.llm.base import ModelRequest
 from soda.llm.function import FunctionModel, submit
-from soda.loop import run_iteration
-from soda.session import Session
+from soda.loop.run import run_iteration
+from soda.loop.session import Session
 from soda.store import open_db
 from soda.trace import SqliteTracker, same_title
 

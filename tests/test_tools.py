@@ -12,8 +12,8 @@ from typing import Any
 
 import pytest
 
-from soda.jail import Jail
 from soda.llm.base import ToolSpec
+from soda.system.jail import Jail
 from soda.tools import Sandbox, Tool, Toolbox, ToolError, read_only_tools, worktree_tools
 from soda.tools.files import MAX_LIST_ENTRIES, MAX_MATCHES, MAX_READ_LINES
 from tests.conftest import git

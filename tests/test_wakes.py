@@ -12,15 +12,15 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from soda.cli.demo import SCRIPT_PATH, prepare
 from soda.config import load
 from soda.contracts import HumanInput
-from soda.demo import SCRIPT_PATH, prepare
 from soda.human.write import write_input
-from soda.lifecycle import next_wake
 from soda.llm.function import FunctionModel, submit
-from soda.loop import Ending, run_loop
-from soda.session import Session
-from soda.wake import fingerprint, nothing_new
+from soda.loop.run import Ending, run_loop
+from soda.loop.session import Session
+from soda.loop.wake import fingerprint, nothing_new
+from soda.system.lifecycle import next_wake
 from tests.conftest import git, wait_for
 from tests.test_daemon import DEMO, query
 

@@ -17,6 +17,7 @@ from typing import Any, TypeVar
 import jsonschema
 from pydantic import ValidationError
 
+from soda.config.resources import resource_dir
 from soda.contracts.base import Contract
 from soda.contracts.claims import Claims
 from soda.contracts.execute import ExecuteResult
@@ -25,7 +26,6 @@ from soda.contracts.orient import Assessment, IterationPlan, Orientation, Planni
 from soda.contracts.planning_choice import PlanningChoice
 from soda.contracts.retry import RetryAdvice
 from soda.errors import InputError, Violation
-from soda.resources import resource_dir
 
 T = TypeVar("T", bound=Contract)
 

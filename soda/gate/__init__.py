@@ -1,5 +1,5 @@
 """The gate's services, shared by ACT (baseline, the merge gate) and DECIDE
-(DONE is confirmed by the tests), on the pool's clean checkouts (soda.checkouts):
+(DONE is confirmed by the tests), on the pool's clean checkouts (soda.repo.checkouts):
 
     runner.py   run the test command in the jail, read its per-test report
     rules.py    what must hold before a commit merges (gate, infrastructure_changes)
@@ -15,16 +15,16 @@ from typing import TYPE_CHECKING
 
 from sqlite_utils import Database
 
-from soda.checkouts import Checkouts
 from soda.config import Config
 from soda.gate.rules import own_modules
 from soda.gate.runner import TestReport, report_kind, run_tests
-from soda.jail import Jail
+from soda.repo.checkouts import Checkouts
+from soda.repo.workspace import branch_head, tree_of
 from soda.store import test_results
-from soda.workspace import branch_head, tree_of
+from soda.system.jail import Jail
 
 if TYPE_CHECKING:
-    from soda.session import Session
+    from soda.loop.session import Session
 
 
 def setup_key(config: Config, jail: Jail) -> str:

@@ -1,6 +1,6 @@
 """Running the project's tests in the jail and reading what they did.
 
-A run happens on a clean checkout of one commit (see `soda.checkouts`), in
+A run happens on a clean checkout of one commit (see `soda.repo.checkouts`), in
 the jail, and yields a `TestReport`: per-test results when a JUnit XML report is
 available, the exit code otherwise. Where the report comes from:
 
@@ -30,7 +30,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 from soda.config import Config
-from soda.jail import Jail
+from soda.system.jail import Jail
 
 PROBE = '''\
 """soda's import probe: records the file of every module the tests imported."""

@@ -5,7 +5,7 @@ when `[approval] timeout` passes without an answer, or when soda is asked to sto
 
 A waiting plan may also be approved as the person edited it (`soda approve N
 --edit`, or a `plan_edit` inbox file): the edit is checked against the plan
-contract and `soda.plan`'s checks (`edit_problems`); a bad one is refused with
+contract and `soda.contracts.plan_dag`'s checks (`edit_problems`); a bad one is refused with
 its reason and the original plan goes on waiting, a good one is the plan that runs
 (`Verdict.plan`)."""
 
@@ -20,11 +20,11 @@ from sqlite_utils import Database
 
 from soda.config import RISK_LEVELS, Config
 from soda.contracts import IterationPlan
+from soda.contracts.plan_dag import plan_problems
 from soda.events import Events
 from soda.human import routing
 from soda.human.routing import Route
-from soda.milestone import milestone_name
-from soda.plan import plan_problems
+from soda.repo.milestone import milestone_name
 from soda.store import tasks
 from soda.trace import SqliteTracker
 
@@ -41,7 +41,7 @@ class Verdict:
 
 
 def edit_problems(plan: IterationPlan, db: Database, config: Config) -> list[str]:
-    """What is wrong with an edited plan: `soda.plan`'s checks against this
+    """What is wrong with an edited plan: `soda.contracts.plan_dag`'s checks against this
     milestone's Trace tasks and `[plan] max_tasks`, and at least one task."""
     known = {task.id for task in tasks.of_milestone(db, milestone_name(config))}
     problems = plan_problems(plan, known, config.plan.max_tasks)

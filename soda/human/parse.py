@@ -17,8 +17,8 @@ from pathlib import Path
 from typing import Any, get_args
 
 from soda.contracts import HumanInput, HumanKind, IterationPlan, validate
+from soda.contracts.plan_dag import plan_problems
 from soda.errors import StructuralError, Violation
-from soda.plan import plan_problems
 from soda.store.db import dumps
 
 MAX_BYTES = 256 * 1024

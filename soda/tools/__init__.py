@@ -12,7 +12,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from soda.config import DEFAULT_REPO_MAP_TOKENS
-from soda.jail import Jail
+from soda.system.jail import Jail
 from soda.tools.commands import command_tools
 from soda.tools.files import reading_tools, writing_tools
 from soda.tools.git import git_tools

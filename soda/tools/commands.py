@@ -1,6 +1,6 @@
 """The run_command tool: a shell command in the jail, bounded by a timeout.
 
-The command runs through `Jail.run` (see `soda.jail`): the sandbox root is the
+The command runs through `Jail.run` (see `soda.system.jail`): the sandbox root is the
 repository, nothing else of the machine is writable, no credentials, no network
 unless allowed, and nothing it starts outlives it. Output is head-and-tail
 truncated. A non-zero exit is a normal answer, not a tool error: the model
@@ -9,9 +9,9 @@ needs to see it.
 
 from __future__ import annotations
 
-from soda.jail import Jail
 from soda.llm.base import ToolSpec
-from soda.proc import CommandResult
+from soda.system.jail import Jail
+from soda.system.proc import CommandResult
 from soda.tools.sandbox import Sandbox, ToolError
 from soda.tools.toolbox import Tool, object_schema
 

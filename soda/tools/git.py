@@ -1,7 +1,7 @@
 """Read-only git tools for agents: log, show, diff, run as `git` subprocesses.
 
 They go through `soda.proc.run` (the orchestrator's own git work goes through
-`soda.git`). Revisions come from the model and are passed as single arguments
+`soda.repo.git`). Revisions come from the model and are passed as single arguments
 after `--end-of-options`; ones starting with `-` are refused outright so that no
 revision can be read as an option. Paths go through the sandbox and after `--`.
 """
@@ -11,7 +11,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from soda.llm.base import ToolSpec
-from soda.proc import run
+from soda.system.proc import run
 from soda.tools.sandbox import Sandbox, ToolError
 from soda.tools.toolbox import Tool, object_schema
 

@@ -10,8 +10,8 @@ import stat
 from collections.abc import Iterable, Iterator
 from pathlib import Path
 
-from soda.git import HARDENING_ARGS
-from soda.proc import run
+from soda.repo.git import HARDENING_ARGS
+from soda.system.proc import run
 from soda.tools.sandbox import Sandbox
 
 # Not worth an agent's context when listing or searching a whole tree; still

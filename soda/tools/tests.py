@@ -4,7 +4,7 @@ ORIENT's agents, so that "spec met" rests on results and not only on reading.
 The run goes through the gate's cached path (`soda.gate.tested`): results are
 kept by tree id, so a second call, another agent's call, and ACT's baseline on
 the same tip cost nothing. The answer is bounded: counts, then the failing
-tests with the first lines of each failure (soda.evidence's bounds), or why
+tests with the first lines of each failure (soda.gate.evidence's bounds), or why
 there is no per-test report and the end of the output.
 """
 
@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from soda.evidence import MAX_FAILING, first_lines
+from soda.gate.evidence import MAX_FAILING, first_lines
 from soda.gate.runner import TestReport
 from soda.llm.base import ToolSpec
 from soda.tools.toolbox import Tool, object_schema

@@ -1,0 +1,133 @@
+"""Agents are data: `agents/NAME.md` is a TOML header (contract, tools, model
+tier, inputs) and a prompt. Loading one, the terminal tools every agent gets
+(`submit` with its contract as input schema, and `cannot_complete` for those
+that may give up), and how its inputs are rendered into the first message.
+
+The first message is ordered for the prompt cache: the stable inputs (the
+header's `stable` list, by default the spec) first, then the rest in declared
+order, then anything situational; the message says where the stable part ends
+(`Message.stable_chars`) so a provider can cache it apart from this iteration's
+claims. Values render compactly: an object with `prompt_text()` (the claims) as
+that text, other structures as one-line JSON."""
+
+from __future__ import annotations
+
+import json
+import tomllib
+from dataclasses import dataclass
+from functools import cache
+from typing import Any, Literal
+
+from pydantic import BaseModel
+
+from soda.config.resources import resource_dir
+from soda.contracts import load_schema
+from soda.errors import StructuralError
+from soda.llm.base import Message, ToolSpec
+
+SUBMIT = "submit"
+GIVE_UP = "cannot_complete"
+
+
+@dataclass(frozen=True)
+class Agent:
+    """One agent, as declared by its file in agents/."""
+
+    name: str
+    contract: str
+    tools: Literal["none", "read_only", "worktree"]
+    tier: Literal["strong", "fast"]
+    inputs: tuple[str, ...]
+    system: str
+    can_give_up: bool = False
+    stable: tuple[str, ...] = ("spec",)
+    """Inputs that do not change from one iteration to the next: rendered first,
+    as the cacheable part of the first message."""
+
+
+@cache
+def load_agent(name: str) -> Agent:
+    """Read agents/NAME.md: TOML front matter between `+++` lines, then the prompt."""
+    path = resource_dir("agents") / f"{name}.md"
+    try:
+        text = path.read_text(encoding="utf-8")
+        _, header, body = text.split("+++", 2)
+        meta = tomllib.loads(header)
+        return Agent(
+            name=meta["name"],
+            contract=meta["contract"],
+            tools=meta["tools"],
+            tier=meta["tier"],
+            inputs=tuple(meta["inputs"]),
+            system=body.strip(),
+            can_give_up=bool(meta.get("can_give_up", False)),
+            stable=tuple(n for n in meta.get("stable", ["spec"]) if n in meta["inputs"]),
+        )
+    except (OSError, ValueError, KeyError, tomllib.TOMLDecodeError) as exc:
+        raise StructuralError(f"agent definition {path} is unreadable: {exc}") from exc
+
+
+def terminal_tools(agent: Agent) -> list[ToolSpec]:
+    schema = {k: v for k, v in load_schema(agent.contract).items() if not k.startswith("$id")}
+    schema.pop("$schema", None)
+    schema.pop("title", None)
+    tools = [
+        ToolSpec(
+            name=SUBMIT,
+            description=(
+                f"Give your final answer ({agent.contract} contract). "
+                "Call this exactly once, when you are done; it ends your turn."
+            ),
+            input_schema=schema,
+        )
+    ]
+    if agent.can_give_up:
+        tools.append(
+            ToolSpec(
+                name=GIVE_UP,
+                description=(
+                    "Stop without finishing: say what blocks you and what would unblock it."
+                ),
+                input_schema={
+                    "type": "object",
+                    "properties": {"reason": {"type": "string"}},
+                    "required": ["reason"],
+                    "additionalProperties": False,
+                },
+            )
+        )
+    return tools
+
+
+def render_inputs(agent: Agent, inputs: dict[str, Any]) -> str:
+    """The first user message's text (see `first_message`)."""
+    return first_message(agent, inputs).text
+
+
+def first_message(agent: Agent, inputs: dict[str, Any]) -> Message:
+    """The first user message: each input under its own heading, the stable ones
+    first; `stable_chars` marks where they end."""
+    missing = [name for name in agent.inputs if name not in inputs]
+    if missing:
+        raise StructuralError(f"agent {agent.name} needs inputs {missing} that were not given")
+    stable = [name for name in agent.stable if name in inputs]
+    declared = [name for name in agent.inputs if name not in stable]
+    # Then anything situational, such as feedback on a rejected plan.
+    extras = [name for name in inputs if name not in agent.inputs]
+    head = "".join(_section(name, inputs[name]) for name in stable)
+    tail = "".join(_section(name, inputs[name]) for name in (*declared, *extras))
+    return Message(
+        role="user",
+        text=head + tail + "Work with your tools, then call `submit`.",
+        stable_chars=len(head),
+    )
+
+
+def _section(name: str, value: Any) -> str:
+    if hasattr(value, "prompt_text"):
+        value = value.prompt_text()
+    elif isinstance(value, BaseModel):
+        value = value.model_dump(mode="json", exclude_none=True)
+    if not isinstance(value, str):
+        value = json.dumps(value, ensure_ascii=False)
+    return f"## {name.replace('_', ' ').title()}\n\n{value.strip()}\n\n"

@@ -1,0 +1,77 @@
+"""Every model call stored in `agent_calls`, the iteration's totals, and the
+budget: `CallRecorder` raises BudgetExhausted once a [budget] limit is passed."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from sqlite_utils import Database
+
+from soda.config import Config
+from soda.events import Events
+from soda.llm.base import ModelResponse, safe_response
+from soda.store import agent_calls
+
+
+class CallRecorder:
+    """Stores every model call in agent_calls, keeps the iteration's totals, and
+    stops the run (BudgetExhausted) once a [budget] limit is passed."""
+
+    def __init__(self, db: Database, config: Config, provider: str, events: Events) -> None:
+        self.db = db
+        self.config = config
+        self.provider = provider
+        self.events = events
+        self.run_id: int | None = None
+        self.iteration_id: int | None = None
+        self.reset()
+
+    def reset(self) -> None:
+        self.tokens_in = 0
+        self.tokens_out = 0
+        self.cost_usd = 0.0
+
+    def __call__(self, agent: str, response: ModelResponse, turn: int) -> None:
+        # A lone surrogate in the raw answer could be neither JSON-encoded as UTF-8
+        # nor stored by SQLite: it becomes U+FFFD on the way in.
+        response = safe_response(response)
+        usage = response.usage
+        cost = usage.cost(self.config.model.prices.get(response.model))
+        agent_calls.record(
+            self.db, self.run_id, self.iteration_id, agent, self.provider, turn, response, cost
+        )
+        self.tokens_in += usage.input_tokens + usage.cache_creation_tokens + usage.cache_read_tokens
+        self.tokens_out += usage.output_tokens
+        self.cost_usd += cost
+        self.events.emit(
+            "agent.turn",
+            {
+                "agent": agent,
+                "turn": turn,
+                "model": response.model,
+                "tokens_in": usage.input_tokens
+                + usage.cache_creation_tokens
+                + usage.cache_read_tokens,
+                "tokens_out": usage.output_tokens,
+                "cost_usd": cost,
+            },
+        )
+        self._check_budget()
+
+    def note(self, agent: str, failure: str, data: dict[str, Any]) -> None:
+        """A soft failure handed back to the model: an `agent.soft_failure` event."""
+        self.events.emit("agent.soft_failure", {"agent": agent, "failure": failure, **data})
+
+    def event(self, kind: str, data: dict[str, Any]) -> None:
+        """An agent run's own event (`agent.start`, `agent.end`), for the live view."""
+        self.events.emit(kind, data)
+
+    def run_cost(self) -> float:
+        return agent_calls.run_cost(self.db, self.run_id)
+
+    def _check_budget(self) -> None:
+        """BudgetExhausted once this run's, today's or this iteration's budget is
+        passed (soda.agent.budget says which, and how to raise or reset it)."""
+        from soda.agent.budget import check
+
+        check(self.config, self.db, self.run_cost(), self.tokens_in + self.tokens_out)

@@ -1,0 +1,22 @@
+"""`soda`'s entry point. Importing the command modules registers their commands
+on `soda.cli.app.app`, in this order (it is the order of `soda --help`):
+core (init, schema, run, demo, doctor), daemon (start, stop, status, budget,
+daemon), plan (plan, answer), queue (tell, approve, reject, pause, resume,
+cancel), view (tasks, history, show, events, cost).
+"""
+
+from __future__ import annotations
+
+import os
+
+from soda.cli import core, daemon, plan, queue, view
+from soda.cli.app import app
+
+__all__ = ["app", "main"]
+COMMAND_MODULES = (core, daemon, plan, queue, view)
+
+
+def main() -> None:
+    # Rich wraps to the terminal; keep output stable when piped.
+    os.environ.setdefault("COLUMNS", "120")
+    app()

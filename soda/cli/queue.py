@@ -1,0 +1,157 @@
+"""The queue commands: tell, approve (also --edit), reject, pause, resume, cancel.
+
+Each writes one human input to state/inbox/ for soda to read at its next SENSE;
+`soda.cli.main` registers them by importing this module.
+
+`approve N` and `reject N` first check the database: they refuse (exit 2) an N
+below 1, an iteration that has ended (it waits for nobody any more), and an N
+beyond the next iteration. They accept an iteration that is waiting or still
+running (it may yet ask: a risky plan, or a merge the gate may not make alone),
+and the next one, which the daemon may not have started yet.
+"""
+
+from __future__ import annotations
+
+from typing import Annotated
+
+import typer
+
+from soda.cli.app import Project, app, handled, project_of, queue_input
+
+
+def _check_verdict_target(project: Project, number: int, verb: str) -> str | None:
+    """Raise InputError unless iteration `number` is waiting for a verdict, may
+    still ask for one, or is the next iteration; a note for the person, if any."""
+    from soda.errors import InputError
+    from soda.store import events, history, runs
+
+    db = project.db
+    latest = runs.next_iteration_number(db) - 1
+    if number < 1 or number > latest + 1:
+        known = f"the latest is {latest}" if latest else "there is none yet"
+        raise InputError(
+            f"no iteration {number} to {verb}: {known}, and only the next one"
+            f" ({latest + 1}) can be answered before it asks (see `soda history`)"
+        )
+    if number == latest + 1:
+        return f"iteration {number} has not started; the answer waits for it"
+    row = history.iteration(db, number)
+    if row is None:  # numbers continue across runs, but a gap is possible
+        raise InputError(f"no iteration {number} to {verb} (see `soda history`)")
+    if row["ended_at"] is not None:
+        raise InputError(
+            f"iteration {number} is not waiting for approval: it ended"
+            f" ({row['outcome'] or row['decision'] or 'no outcome'}); see `soda show {number}`"
+        )
+    asked = events.count(db, row["id"], "approval.waiting")
+    return None if asked else f"iteration {number} is running and has not asked yet"
+
+
+@app.command()
+@handled
+def tell(
+    ctx: typer.Context,
+    text: Annotated[str, typer.Argument(help="What soda should know or do.")],
+    kind: Annotated[
+        str, typer.Option(help="correction, spec_change or override (with --action).")
+    ] = "correction",
+    mode: Annotated[str | None, typer.Option(help="For spec_change: replace or amend.")] = None,
+    action: Annotated[
+        str | None,
+        typer.Option(help="For override: skip, prioritise, reopen, close or constraint."),
+    ] = None,
+    task: Annotated[int | None, typer.Option(help="For override: the task id.")] = None,
+) -> None:
+    """Tell soda something; it reads it at the next SENSE.
+
+    Works whether or not soda is running (the message waits in state/inbox/).
+
+    Example: soda tell "use argparse, not click"
+    """
+    queue_input(ctx, kind=kind, text=text, mode=mode, action=action, task_id=task)
+
+
+@app.command()
+@handled
+def approve(
+    ctx: typer.Context,
+    iteration: Annotated[int, typer.Argument(help="Iteration whose plan you approve.")],
+    edit: Annotated[
+        bool,
+        typer.Option(
+            "--edit", help="Edit the waiting plan (JSON) in $VISUAL or $EDITOR, then approve it."
+        ),
+    ] = False,
+) -> None:
+    """Approve the risky plan (or held merge) of an iteration that waits for you.
+
+    Refused for an iteration that has ended or does not exist; the next
+    iteration may be approved before it starts. With --edit, the waiting plan
+    opens in your editor as JSON; the edit is checked (plan contract, task keys,
+    dependencies, cycles, Trace tasks, [plan] max_tasks) and a bad one is refused
+    with the reason, the original plan still waiting.
+
+    Example: soda approve 7 --edit
+    """
+    project = project_of(ctx)
+    note = _check_verdict_target(project, iteration, "approve")
+    if not edit:
+        queue_input(ctx, note, kind="approve", target=iteration)
+        return
+    from soda.cli.plan_edit import edit_plan, waiting_plan
+
+    original = waiting_plan(project.db, iteration)
+    edited = edit_plan(original, project.db, project.config)
+    if edited == original:
+        queue_input(
+            ctx, "the plan is unchanged: approved as it is", kind="approve", target=iteration
+        )
+        return
+    queue_input(ctx, note, kind="plan_edit", target=iteration, plan=edited.model_dump(mode="json"))
+
+
+@app.command()
+@handled
+def reject(
+    ctx: typer.Context,
+    iteration: Annotated[int, typer.Argument(help="Iteration whose plan you reject.")],
+    reason: Annotated[str | None, typer.Option(help="Why, for the next plan.")] = None,
+) -> None:
+    """Reject the plan (or held merge) of an iteration that waits for approval.
+
+    Refused for an iteration that has ended or does not exist.
+
+    Example: soda reject 7 --reason "do not touch the schema"
+    """
+    note = _check_verdict_target(project_of(ctx), iteration, "reject")
+    queue_input(ctx, note, kind="reject", target=iteration, text=reason)
+
+
+@app.command()
+@handled
+def pause(ctx: typer.Context) -> None:
+    """Pause the background soda after its current iteration.
+
+    Example: soda pause
+    """
+    queue_input(ctx, kind="pause")
+
+
+@app.command()
+@handled
+def resume(ctx: typer.Context) -> None:
+    """Resume a paused soda.
+
+    Example: soda resume
+    """
+    queue_input(ctx, kind="resume")
+
+
+@app.command()
+@handled
+def cancel(ctx: typer.Context) -> None:
+    """Cancel the running plan: the current task finishes, pending ones are skipped.
+
+    Example: soda cancel
+    """
+    queue_input(ctx, kind="cancel")

@@ -1,0 +1,317 @@
+"""The long-running soda: one instance per repository, woken by files, driven by ticks.
+
+    soda start  -> spawns `soda daemon-run` detached (own session, log in state/logs/)
+                   and returns once it wrote state/daemon.ready (or its reason in
+                   state/daemon.error)
+    daemon-run  -> lock, recover, preflight (provider key, jail), ready; then:
+                   tick (APScheduler) or wake (watchfiles) -> ingest the inbox ->
+                   control inputs -> a free wake (soda.loop.wake) or one iteration
+    soda stop   -> SIGTERM; the daemon stops at the next safe point and exits 0;
+                   after --timeout a second SIGTERM stops it at once
+
+After CONTINUE the daemon iterates again at once. After DONE, STUCK or HALT it
+closes the run and idles: no model calls and no busy loop, until a file lands in
+the inbox or the spec changes. Each wake with something new starts a run (so the
+per-run budget and iteration count start again); a wake with nothing new is a
+`wake.skipped` event. A transient failure is retried on a later tick. A crash is
+recorded as one (`crashed`, with its error), never as a clean stop. SIGHUP reloads
+soda.toml. The instance lock (`state/soda.lock`, flock) is what makes a second
+start refuse; `state/soda.pid` only says who holds it.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import signal
+import threading
+import time
+import traceback
+from datetime import datetime
+from pathlib import Path
+from typing import Any
+
+from apscheduler.schedulers.background import BackgroundScheduler
+
+from soda.config import load
+from soda.daemon.parts import LOG_NAME, in_window, keep_watching, notify, parse_windows
+from soda.errors import SodaError, UserError
+from soda.events import Events
+from soda.human.write import inbox_dir
+from soda.loop.run import Ending, run_iteration
+from soda.loop.wake import nothing_new
+from soda.system.jail import Jail
+from soda.system.lifecycle import publish_wake, stop_signals, write_error, write_ready
+from soda.system.lock import release_lock
+
+__all__ = ["LOG_NAME", "SETTLE_SECONDS", "Daemon"]
+
+SETTLE_SECONDS = 0.2
+"""A file younger than this may still be open in an editor; ingest waits for it."""
+
+
+def settle_delay(state_dir: Path, names: list[str]) -> float:
+    """Seconds until the youngest of the inbox files `names` has been still for
+    SETTLE_SECONDS (a little more, so the next ingest takes it): a wake comes
+    when the file is ready, not a fixed settle time after the watcher saw it."""
+    inbox = inbox_dir(state_dir)
+    newest = 0.0
+    for name in names:
+        with contextlib.suppress(OSError):
+            newest = max(newest, (inbox / name).stat(follow_symlinks=False).st_mtime)
+    remaining = SETTLE_SECONDS - (time.time() - newest) if newest else SETTLE_SECONDS
+    return min(max(remaining, 0.0), SETTLE_SECONDS) + 0.01
+
+
+# --- the daemon process ---------------------------------------------------------
+
+
+class Daemon:
+    """The process behind `soda start`. `run()` returns the exit code."""
+
+    def __init__(self, config_path: Path) -> None:
+        self.config_path = config_path
+        self.config = load(config_path)
+        self.wake = threading.Event()
+        self.stopping = threading.Event()
+        self.reload_requested = False
+        self.spec_changed = False
+        self.idle = False
+        self.paused = False
+        self.resumed = False
+        """A `resume` came: the next wake iterates even if nothing else changed."""
+        self.windows = parse_windows(self.config.daemon.windows)
+
+    def say(self, line: str) -> None:
+        print(f"{datetime.now().isoformat(timespec='seconds')} {line}", flush=True)
+
+    def run(self) -> int:
+        """Preflight, then serve until stopped. The exit code: 0 stopped (at a safe
+        point or at once), 2 a person must fix something (said in state/daemon.error
+        when it happened before the daemon was ready), 1 a crash (recorded)."""
+        state = self.config.state_dir
+        signal.signal(signal.SIGHUP, self._reload_soon)
+        with stop_signals(self._stop_soon):
+            try:
+                session = self._preflight()
+            except Exception as exc:
+                reason = str(exc) if isinstance(exc, SodaError) else f"{type(exc).__name__}: {exc}"
+                write_error(state, reason)
+                release_lock(state)
+                self.say(f"soda daemon did not start: {reason}")
+                return exc.exit_code if isinstance(exc, SodaError) else 1
+            write_ready(state)
+            return self._serve(session)
+
+    def _preflight(self) -> Any:
+        """Lock, recovery, config, the provider's key and the jail: all checked
+        before the daemon says it is ready."""
+        from soda.loop.session import Session
+
+        session = Session.open(self.config, start_run=False)
+        self.session = session
+        session.jail.ensure_available()
+        if self.stopping.is_set():
+            session.stop_requested = True
+        return session
+
+    def _serve(self, session: Any) -> int:
+        scheduler = BackgroundScheduler()
+        scheduler.add_job(
+            self.wake.set,
+            "interval",
+            seconds=self.config.daemon.tick_seconds,
+            coalesce=True,
+            max_instances=1,
+            misfire_grace_time=30,
+            id="tick",
+        )
+        scheduler.start()
+        watcher = threading.Thread(target=self._watch, name="soda-watch", daemon=True)
+        watcher.start()
+        self.say(f"soda daemon up (pid {os.getpid()}), milestone {session.milestone.branch}")
+        status, reason, code = "stopped", "daemon stopped", 0
+        try:
+            while not self.stopping.is_set():
+                self._tick(session)
+                publish_wake(self.config.state_dir, self._next_wake())
+                self.wake.wait()
+                self.wake.clear()
+        except KeyboardInterrupt:
+            status, reason = "interrupted", "stopped at once by a second signal"
+        except UserError as exc:
+            status, reason, code = "error", str(exc), exc.exit_code
+            self.say(f"stopped: {exc}")
+        except Exception as exc:  # a bug: recorded as a crash with its error, never "stopped"
+            status, reason, code = "crashed", f"{type(exc).__name__}: {exc}", 1
+            self.say(f"soda daemon crashed: {reason}\n{traceback.format_exc()}")
+            session.events.emit("daemon.crashed", {"error": reason})
+        finally:
+            self.stopping.set()
+            publish_wake(self.config.state_dir, None)
+            scheduler.shutdown(wait=False)
+            session.finish_run(status, reason)  # once: a run closed already stays as it was
+            release_lock(self.config.state_dir)
+            self.say(f"soda daemon {status}")
+        return code
+
+    def _tick(self, session: Any) -> None:
+        if self.reload_requested:
+            self._reload(session)
+        report = session.human.ingest(settle_seconds=SETTLE_SECONDS)
+        if report.skipped:  # still being written: look again the moment it has settled
+            timer = threading.Timer(
+                settle_delay(self.config.state_dir, report.skipped), self.wake.set
+            )
+            timer.daemon = True
+            timer.start()
+        if report.accepted or self.spec_changed:
+            self.idle = False
+            self.spec_changed = False
+        self._apply_control(session)
+        if self.stopping.is_set() or self.paused or self.idle:
+            return
+        if not in_window(self.windows, datetime.now()):
+            return
+        skip = None if self.resumed else nothing_new(session)
+        self.resumed = False
+        if skip is not None:  # a free wake: no run, no iteration, no model call
+            session.events.emit("wake.skipped", {"reason": skip})
+            self.say(f"wake skipped: {skip}")
+            self.idle = True
+            return
+        if session.run_ended:
+            session.start_run()  # one run per wake: its budget and count start from 0
+        result = run_iteration(session, self.say)
+        if result.ending is Ending.CONTINUE:
+            self.wake.set()  # more work: go again without waiting for a tick
+        elif result.ending in (Ending.DONE, Ending.STUCK, Ending.HALT):
+            session.finish_run(result.ending.value, result.reason)
+            self.idle = True
+            self.say(f"{result.ending.name}: {result.reason}; idle until a person writes")
+            notify(self.config, result.ending.name, result.number, result.reason, session.events)
+        elif result.ending is Ending.INTERRUPTED:
+            session.finish_run("interrupted", result.reason)
+            self.stopping.set()
+
+    def _next_wake(self) -> str | None:
+        """When the daemon will next look for work, for `soda status`."""
+        if self.stopping.is_set():
+            return None
+        if self.paused:
+            return "when resumed (`soda resume`)"
+        if self.idle:
+            return "when a person writes (soda tell, state/inbox/, or the spec)"
+        if self.wake.is_set():
+            return "now (more work)"
+        now = datetime.now().astimezone()
+        if not in_window(self.windows, now):
+            times = [t.get_next_fire_time(None, now) for t in self.windows]
+            first = min((t for t in times if t is not None), default=None)
+            return f"at {first.isoformat(timespec='minutes')} (daemon.windows)" if first else None
+        return f"at the next tick, within {self.config.daemon.tick_seconds:g} s"
+
+    def _apply_control(self, session: Any) -> None:
+        for action in session.human.take_control_while_idle(session.next_iteration_number()):
+            kind = action.kind
+            self.paused = {"pause": True, "resume": False}.get(kind, self.paused)
+            if kind == "stop":
+                self.stopping.set()
+            if kind == "resume":  # a person asks for work: never a free wake
+                self.idle, self.resumed = False, True
+            self.say(f"control: {action.response}")
+
+    def _reload(self, session: Any) -> None:
+        self.reload_requested = False
+        try:
+            config = load(self.config_path)
+            windows = parse_windows(config.daemon.windows)
+        except SodaError as exc:
+            session.events.emit("config.reload_failed", {"error": str(exc)})
+            self.say(f"SIGHUP: kept the old config: {exc}")
+            return
+        self.config, self.windows = config, windows
+        session.config = config
+        session.runner.config = config
+        session.recorder.config = config
+        session.jail = Jail.for_config(config, Path(session.repo.git_dir))  # [sandbox] changes
+        session.events.emit("config.reloaded", {})
+        self.say("SIGHUP: soda.toml reloaded")
+
+    def _watch(self) -> None:
+        """Wake the loop the moment something lands in the inbox or the spec changes.
+
+        The watch cannot die silently: an error (e.g. a file name that is not
+        UTF-8, the inbox removed) is logged and recorded as `watcher.restarted`,
+        and the watch starts again after a short backoff, until the daemon stops.
+        """
+        keep_watching(self._watch_once, self.stopping, self._watch_failed, self.wake.set)
+
+    def _watch_once(self) -> None:
+        import watchfiles
+
+        from soda.human.write import inbox_dir
+
+        inbox = inbox_dir(self.config.state_dir)  # watched for wakes; soda.human reads it
+        inbox.mkdir(parents=True, exist_ok=True)
+        inbox = inbox.resolve()
+        spec = self.config.spec_path.resolve()
+        watched = (inbox, spec.parent)
+
+        def relevant(change: watchfiles.Change, path: str) -> bool:
+            p = Path(path)
+            if change == watchfiles.Change.deleted and p in watched:
+                return True  # the watch is deaf from now on: see below
+            if p.name.startswith(".") or p.name.endswith(("~", ".swp", ".tmp")):
+                return False
+            return p.resolve() == spec or p.parent.resolve() == inbox
+
+        for changes in watchfiles.watch(
+            inbox,
+            spec.parent,
+            watch_filter=relevant,
+            stop_event=self.stopping,
+            debounce=50,
+            step=20,
+            rust_timeout=500,
+            yield_on_timeout=False,
+            recursive=False,  # soda's own moves into processed/ and rejected/ are no news
+        ):
+            if any(Path(path).resolve() == spec for _, path in changes):
+                self.spec_changed = True
+            self.wake.set()
+            deleted = watchfiles.Change.deleted
+            gone = [path for change, path in changes if change == deleted and Path(path) in watched]
+            if gone:
+                raise FileNotFoundError(f"the watched directory {gone[0]} was removed")
+
+    def _watch_failed(self, error: BaseException, backoff: float) -> None:
+        text = " ".join(f"{type(error).__name__}: {error}".split())
+        text = text.encode("utf-8", "backslashreplace").decode("utf-8")
+        self.say(f"watcher failed ({text}); restarting in {backoff:g} s")
+        self.wake.set()  # what broke the watch may be a file that landed: look now
+        try:  # the watcher's own connection: the loop's may be mid-transaction
+            from soda.store import open_db
+
+            db = open_db(self.config.db_path)
+            try:
+                events = Events(db, self.config.state_dir / "logs" / "events.jsonl")
+                session = getattr(self, "session", None)
+                events.run_id = session.events.run_id if session is not None else None
+                events.emit("watcher.restarted", {"error": text, "backoff_seconds": backoff})
+            finally:
+                db.conn.close()
+        except Exception as exc:  # the log line above is the record
+            self.say(f"watcher: could not record the event: {exc}")
+
+    def _stop_soon(self) -> None:
+        """The first SIGTERM/SIGINT: stop at the next safe point (soda.system.lifecycle)."""
+        self.stopping.set()
+        session = getattr(self, "session", None)
+        if session is not None:
+            session.stop_requested = True
+        self.wake.set()
+
+    def _reload_soon(self, signum: int, frame: object) -> None:
+        self.reload_requested = True
+        self.wake.set()

@@ -1,0 +1,239 @@
+"""ACT: run the plan's tasks, each in a worktree of its own, and land what passes the gate.
+
+    baseline  the milestone tip's tests on a clean checkout (cached by tree id)
+    execute   execute.execute_plan: the plan's batches, the tasks of a batch at
+              the same time (`act.max_parallel_tasks`), the smart cascade
+    task      task.PlanRun: per task, executor runs on a fresh worktree, a commit,
+              then the merge (one task at a time), the retries
+    merge     merge.merge_task: catch up with the milestone, write the merge
+              commit, test *that commit* on a clean checkout, gate against the
+              tip, compare-and-swap the ref
+
+Agent commands and test runs execute in the jail (`soda.system.jail`). Work trees come
+from the checkout pool (`soda.repo.checkouts`) and go back, their branches deleted,
+whatever happened. Trace learns the result: a task closes only when its work
+merged.
+"""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+from soda.contracts import IterationPlan
+from soda.errors import InputError, StructuralError
+from soda.gate import milestone_tests
+from soda.gate.rules import GateResult, gate
+from soda.gate.runner import TestReport
+from soda.human.approval import Verdict, await_approval, needs_approval
+from soda.loop.act.execute import ExecutionReport, TaskOutcome, execute_plan
+from soda.loop.act.records import skipped_recorder
+from soda.loop.act.task import PlanRun, TaskWaiting
+from soda.loop.context import Iteration
+from soda.loop.session import Session
+
+__all__ = ["ActResult", "TaskOutcome", "TaskWaiting", "act"]
+
+FAILURE_ORDER = ("rejected", "gate_failed", "conflict")
+"""Which failure names an iteration in which nothing merged, most telling first."""
+
+
+@dataclass
+class ActResult:
+    outcome: str
+    """merged (at least one task landed), no_changes, gate_failed, rejected,
+    conflict, or nothing_completed."""
+    detail: str
+    merged_commit: str | None = None
+    """The last merge that landed (the milestone tip after ACT)."""
+    merged_commits: list[str] = field(default_factory=list)
+    """Every merge that landed, one per task, in landing order."""
+    baseline: str = ""
+    after: str = ""
+    tasks: list[dict[str, object]] = field(default_factory=list)
+    failing: dict[str, str] = field(default_factory=dict)
+    """Tests failing after a change that the gate held against it, with the
+    first lines of each failure."""
+
+    def to_json(self) -> dict[str, object]:
+        return {
+            "outcome": self.outcome,
+            "detail": self.detail,
+            "merged_commit": self.merged_commit,
+            "merged_commits": self.merged_commits,
+            "baseline": self.baseline,
+            "after": self.after,
+            "tasks": self.tasks,
+            "failing": self.failing,
+        }
+
+
+def act(
+    session: Session, it: Iteration, plan: IterationPlan, say: Callable[[str], None]
+) -> ActResult:
+    """Run the plan and land what passes the gate; the result says what happened."""
+    session.events.emit("act.start", {"intent": plan.intent, "tasks": len(plan.tasks)})
+    if needs_approval(plan, session.config.approval.risk_threshold):
+        verdict = _wait_for_person(session, it.number, plan, say)
+        if not verdict.approved:
+            return ActResult("rejected", verdict.reason)
+        plan = verdict.plan or plan  # the plan as a person edited it (approve --edit)
+    session.jail.ensure_available()  # no jail, no agent commands (unless mode = none)
+    baseline = milestone_tests(session)
+    session.events.emit("act.baseline", {"summary": baseline.summary()})
+    _check_baseline(baseline)
+    run = PlanRun(
+        session, it, plan, baseline, lambda verdict: _ask_person(session, it.number, verdict, say)
+    )
+    try:
+        report = execute_plan(
+            plan,
+            run.run_task,
+            run.cancelled,
+            max_parallel=session.config.act.max_parallel_tasks,
+            on_skip=skipped_recorder(session, it),
+            stop=run.abort.set,
+        )
+    except BaseException as exc:
+        first = run.first_error
+        if first is not None and first is not exc:
+            raise first from None  # e.g. the budget, not the other tasks' stop
+        raise
+    result = _result(report, baseline, run.landed)
+    for outcome in report.merged:
+        say(f"act: merged {outcome.task.id} ({outcome.task.title}) in {outcome.merged_commit}")
+    _record_trace(session, report, it.id)
+    return result
+
+
+def _result(report: ExecutionReport, baseline: TestReport, landed: list[str]) -> ActResult:
+    """One result for the iteration: `merged` when any task landed, else the most
+    telling failure; the per-task story is in `tasks`."""
+    outcomes = report.outcomes
+    merged = report.merged
+    failed = [o for o in outcomes if o.status == "failed"]
+    last = next((o for o in reversed(outcomes) if o.after), None)
+    failing: dict[str, str] = {}
+    for o in failed:
+        failing.update(o.failing)
+    if merged:
+        outcome = "merged"
+        lines = [f"merged {len(merged)} of {len(outcomes)} tasks"]
+    elif failed:
+        kinds = {o.failure for o in failed}
+        outcome = next(kind for kind in FAILURE_ORDER if kind in kinds)
+        lines = []
+    elif report.completed:
+        outcome, lines = "no_changes", ["tasks finished without changing files"]
+    else:
+        outcome, lines = "nothing_completed", ["no task finished"]
+    lines += [f"{o.task.id}: {o.failure}: {o.reason}" for o in failed]
+    if len(outcomes) > 1 or not (merged or failed):
+        lines += [f"{o.task.id}: {o.status}: {o.reason}" for o in outcomes if _noted(o)]
+    return ActResult(
+        outcome,
+        "; ".join(lines) if len(outcomes) != 1 else (outcomes[0].reason or lines[0]),
+        merged_commit=landed[-1] if landed else None,
+        merged_commits=list(landed),
+        baseline=baseline.summary(),
+        after=last.after if last else "",
+        tasks=report.to_json(),
+        failing=dict(sorted(failing.items())[:20]),
+    )
+
+
+def _noted(outcome: TaskOutcome) -> bool:
+    return outcome.status in ("gave_up", "skipped", "cancelled", "waiting")
+
+
+def _check_baseline(baseline: TestReport) -> None:
+    """A baseline that cannot be judged makes every gate fail: structural, HALT
+    with the reason instead of letting the executor work for nothing."""
+    if baseline.foreign_imports:
+        verdict = gate(baseline, baseline)
+        raise StructuralError(verdict.reason)
+    if baseline.problem and not baseline.timed_out:
+        tail = baseline.output.strip().splitlines()[-3:]
+        raise StructuralError(
+            f"the tests give no per-test report on the milestone tip ({baseline.problem}); "
+            f"last output: {' | '.join(tail) or '(none)'}"
+        )
+
+
+def _wait_for_person(
+    session: Session, number: int, subject: IterationPlan | str, say: Callable[[str], None]
+) -> Verdict:
+    return await_approval(
+        session.human,
+        session.config,
+        session.events,
+        number,
+        subject,
+        say,
+        lambda: session.stop_requested,
+    )
+
+
+def _ask_person(
+    session: Session, number: int, verdict: GateResult, say: Callable[[str], None]
+) -> GateResult:
+    """A change the gate may not merge on its own word waits in the approval queue."""
+    items = "\n".join(f"  - {item}" for item in verdict.approval[:20])
+    answer = _wait_for_person(
+        session, number, f"the merge needs a person: {verdict.reason}\n{items}", say
+    )
+    if answer.approved:
+        return GateResult(True, f"{verdict.reason}; {answer.reason}")
+    return GateResult(False, f"{verdict.reason}; {answer.reason}")
+
+
+def _record_trace(session: Session, report: ExecutionReport, iteration_id: int) -> None:
+    """Trace learns each task's end (skips were recorded as they happened)."""
+    tracker = session.tracker
+    for outcome in report.outcomes:
+        task_id = outcome.task.task_id
+        if task_id is None:
+            continue
+        if outcome.merged_commit:
+            if tracker.show(task_id).status != "closed":
+                tracker.close(task_id, f"merged in {outcome.merged_commit[:10]}")
+        elif outcome.status == "gave_up":
+            tracker.block(task_id, outcome.reason or "executor could not complete it")
+        elif outcome.status == "failed" and outcome.failure == "conflict":
+            tracker.block(task_id, f"conflicts with the milestone: {outcome.reason}")
+        elif outcome.status == "waiting":
+            tracker.comment(
+                task_id, "soda", f"waiting for an answer: {outcome.reason}", iteration_id
+            )
+        elif outcome.status != "skipped":
+            what = outcome.failure or outcome.status
+            if outcome.status == "completed":
+                what = "no_changes"
+            tracker.comment(
+                task_id, "soda", f"work not merged: {what}: {outcome.reason}", iteration_id
+            )
+            _reopen(session, task_id)
+        else:
+            _reopen(session, task_id)
+        if outcome.result is None:
+            continue
+        for blocked in outcome.result.tasks_blocked:
+            if blocked.task_id != task_id:
+                _safe(lambda b=blocked: tracker.block(b.task_id, b.reason))
+        for comment in outcome.result.task_comments:
+            _safe(lambda c=comment: tracker.comment(c.task_id, "executor", c.comment, iteration_id))
+        for sub in outcome.result.new_subtasks:
+            _safe(lambda s=sub: tracker.create(s.title, s.description, parent_id=s.parent_id))
+        session.store_learnings(outcome.result.learnings, "executor", iteration_id)
+
+
+def _reopen(session: Session, task_id: int) -> None:
+    if session.tracker.show(task_id).status == "in_progress":
+        session.tracker.reopen(task_id, "back to open after an unmerged attempt")
+
+
+def _safe(action: object) -> None:
+    """Apply one executor suggestion to Trace; a bad task id is skipped, not fatal."""
+    with contextlib.suppress(InputError):
+        action()  # type: ignore[operator]

@@ -1,0 +1,106 @@
+"""One task's work onto the milestone: catch up, merge commit, gate, land.
+
+Tasks finish in any order; their merges run one at a time (the caller holds
+the merge lock), each against the milestone tip *including earlier merges*:
+
+    catch up   merge the current tip into the task's branch (a conflict ends here)
+    commit     the merge commit object, with `Soda-Iteration`, `Soda-Run` and
+               `Soda-Task` trailers (recovery reads them after a crash)
+    gate       that exact commit tested on the clean view, judged against the
+               tip's own test report (the baseline, then each landed merge's)
+    land       compare-and-swap of the milestone ref
+
+`MergeOutcome.tip_moved` says whether the milestone moved since the task forked
+(a sibling merged meanwhile): a conflict or a gate failure may then be the
+sibling's doing, and the task gets one more try on the new tip.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from soda.contracts import PlanTask
+from soda.errors import GitError
+from soda.gate import tested
+from soda.gate.rules import GateResult, gate, infrastructure_changes
+from soda.gate.runner import TestReport, report_kind
+from soda.loop.session import Session
+from soda.repo.workspace import Workspace, branch_head, land, prepare_merge
+
+AskPerson = Callable[[GateResult], GateResult]
+"""A gate verdict that needs a person's approval, and their answer."""
+
+
+@dataclass
+class MergeOutcome:
+    status: str
+    """merged, conflict, gate_failed or rejected."""
+    reason: str
+    tip_moved: bool
+    commit: str | None = None
+    after: TestReport | None = None
+
+    def failing(self, limit: int = 20) -> dict[str, str]:
+        """Tests that fail after the change, with the first lines of each failure."""
+        if self.after is None:
+            return {}
+        names = sorted(self.after.failed)[:limit]
+        return {name: self.after.failures.get(name, "") for name in names}
+
+
+def merge_task(
+    session: Session,
+    ws: Workspace,
+    task: PlanTask,
+    summary: str,
+    tip_report: TestReport,
+    number: int,
+    ask_person: AskPerson,
+) -> MergeOutcome:
+    """Gate `ws`'s work against the milestone tip and land it; the caller holds
+    the merge lock. `tip_report`: the tests of the tip as it is now."""
+    branch = session.milestone.branch
+    tip_moved = branch_head(session.repo, branch) != ws.fork_point
+    if not ws.catch_up():
+        return MergeOutcome(
+            "conflict", f"merging {branch} into {ws.branch} conflicted; merge aborted", tip_moved
+        )
+    trailers = f"Soda-Iteration: {number}\nSoda-Run: {session.run_id}\n"
+    if task.task_id is not None:
+        trailers += f"Soda-Task: {task.task_id}\n"
+    message = f"soda: {task.title}\n\n{summary.strip() or task.title}\n\n{trailers}"
+    candidate, milestone_head = prepare_merge(ws, message)
+    # The exact commit that would land, tested on its own clean checkout.
+    after, _ = tested(session.config, session.jail, session.db, session.checkouts, candidate)
+    infrastructure = infrastructure_changes(
+        session.repo, milestone_head, candidate, session.config.gate.protected
+    )
+    verdict = gate(
+        tip_report,
+        after,
+        mandatory=report_kind(session.config) != "exit-code",
+        infrastructure=infrastructure,
+    )
+    session.events.emit(
+        "act.gate",
+        {
+            "plan": number,
+            "key": task.id,
+            "ok": verdict.ok,
+            "reason": verdict.reason,
+            "approval": list(verdict.approval),
+        },
+    )
+    if not verdict.ok and verdict.approval:
+        verdict = ask_person(verdict)
+        if not verdict.ok:
+            return MergeOutcome("rejected", verdict.reason, tip_moved, after=after)
+    if not verdict.ok:
+        return MergeOutcome("gate_failed", verdict.reason, tip_moved, after=after)
+    try:
+        land(session.repo, branch, candidate, milestone_head)
+    except GitError as exc:
+        return MergeOutcome("conflict", str(exc), tip_moved, after=after)
+    session.events.emit("act.merged", {"plan": number, "key": task.id, "commit": candidate})
+    return MergeOutcome("merged", verdict.reason, tip_moved, commit=candidate, after=after)

@@ -1,0 +1,236 @@
+"""ORIENT: agents verify the claims, assess the spec and plan the iteration.
+
+Two patterns (`[loop] orient_pattern`): `split` runs verifier -> assessor ->
+planner, each a fresh context with its own contract; `single` runs one agent
+that walks the same three steps. Both read the milestone branch through the
+pool's clean checkout of its tip (`Checkouts.view`) with read-only tools, and both end in one
+`Orientation`. A plan that passes its schema but not the semantic checks
+(unknown dependencies, cycles, unknown tasks, more than `[plan] max_tasks`
+tasks) goes back to the agent that made it (planner or orienter) with the
+problems, at most PLAN_REPAIRS times in all, then HALTs with the last problems.
+Applying the result (task updates, new tasks, learnings, plan tasks made into
+Trace tasks) is `apply_orientation`.
+"""
+
+from __future__ import annotations
+
+from soda.agent.definition import load_agent
+from soda.agent.runtime import Suspended
+from soda.contracts import Assessment, Claims, IterationPlan, Orientation, Planning, Verification
+from soda.contracts.orient import LearningVerdict
+from soda.contracts.plan_dag import plan_problems
+from soda.errors import InputError, StructuralError
+from soda.gate import tested
+from soda.gate.runner import TestReport
+from soda.loop import planning as planning_mode
+from soda.loop.asking import (
+    answers_used,
+    asked_orientation,
+    orient_ask_tools,
+    person_answers,
+    waiting_for_answers,
+)
+from soda.loop.session import Session
+from soda.repo.workspace import branch_head
+from soda.store import learnings
+from soda.tools import read_only_tools
+from soda.tools.sandbox import Sandbox
+
+PLAN_REPAIRS = 3
+
+
+def orient(session: Session, claims: Claims, number: int) -> Orientation:
+    # A clean checkout of the milestone tip from the pool (the gate tested it
+    # there, so it is usually in place already). It lives inside state/, so
+    # everything outside it (the database included) is out of the tools' reach;
+    # only .git inside it needs denying.
+    tip = branch_head(session.repo, session.milestone.branch)
+    path = session.checkouts.view(tip)
+    sandbox = Sandbox(path)
+    tools = read_only_tools(
+        sandbox,
+        repo_map_tokens=session.config.context.repo_map_tokens,
+        tests=(lambda: _tip_tests(session, tip), tip),
+    ).extended(orient_ask_tools(session, number))  # ask_human: ORIENT stops for the answer
+    inputs = {"spec": session.spec_text(), "claims": claims, **person_answers(session.db)}
+    known = {task.id for task in session.tracker.list()}
+    choice = planning_mode.choose(session, claims)  # [loop] planning: a DAG or one task
+    for_planner = {**choice.planner_inputs(), **waiting_for_answers(session.db)}
+    try:
+        if session.config.loop.orient_pattern == "single":
+            orientation = _single(session, {**inputs, **for_planner}, tools, known)
+        else:
+            orientation = _split(session, inputs, tools, known, for_planner)
+    except Suspended as asked:
+        return asked_orientation(str(asked))
+    return planning_mode.shape(session, orientation, choice)
+
+
+def _tip_tests(session: Session, tip: str) -> tuple[TestReport, bool]:
+    """The tip's tests for the `run_tests` tool: the gate's cached path, so the
+    same tree is never tested twice (ACT's baseline reuses the result)."""
+    session.jail.ensure_available()
+    return tested(session.config, session.jail, session.db, session.checkouts, tip)
+
+
+def _single(session: Session, inputs: dict, tools: object, known: set[int]) -> Orientation:
+    orientation = _until_valid(session, "orienter", inputs, tools, known)
+    assert isinstance(orientation, Orientation)
+    return orientation
+
+
+def _split(
+    session: Session, inputs: dict, tools: object, known: set[int], for_planner: dict
+) -> Orientation:
+    run = session.runner.run
+    verification = run(load_agent("verifier"), inputs, tools).output  # type: ignore[arg-type]
+    assert isinstance(verification, Verification)
+    inputs = {**inputs, "verification": verification}
+    assessment = run(load_agent("assessor"), inputs, tools).output  # type: ignore[arg-type]
+    assert isinstance(assessment, Assessment)
+    if assessment.spec_satisfied is True:
+        planning = Planning(
+            actionable_work_exists=False,
+            new_tasks=[],
+            iteration_plan=None,
+            stuck_reason=None,
+            learnings=[],
+        )
+    else:
+        planning = _plan(session, {**inputs, "assessment": assessment, **for_planner}, tools, known)
+    return Orientation(
+        spec_satisfied=assessment.spec_satisfied,
+        actionable_work_exists=planning.actionable_work_exists,
+        confidence=assessment.confidence,
+        summary=assessment.summary,
+        task_updates=verification.task_updates,
+        new_tasks=planning.new_tasks,
+        gaps=assessment.gaps,
+        iteration_plan=planning.iteration_plan,
+        stuck_reason=planning.stuck_reason,
+        learnings=verification.learnings + planning.learnings,
+        learning_verdicts=verification.learning_verdicts,
+    )
+
+
+def _plan(session: Session, inputs: dict, tools: object, known: set[int]) -> Planning:
+    planning = _until_valid(session, "planner", inputs, tools, known)
+    assert isinstance(planning, Planning)
+    return planning
+
+
+def _until_valid(
+    session: Session, name: str, inputs: dict, tools: object, known: set[int]
+) -> Orientation | Planning:
+    """Run the agent that plans until its plan passes the semantic checks: the
+    problems go back to it, at most PLAN_REPAIRS times in all, then HALT."""
+    agent = load_agent(name)
+    problems: list[str] = []
+    for attempt in range(1, PLAN_REPAIRS + 1):
+        answer = session.runner.run(agent, _with_problems(inputs, problems), tools).output  # type: ignore[arg-type]
+        assert isinstance(answer, Orientation | Planning)
+        problems = _problems(session, answer.iteration_plan, known, attempt)
+        if not problems:
+            return answer
+    raise _invalid(name, problems)
+
+
+def _with_problems(inputs: dict, problems: list[str]) -> dict:
+    """The agent's inputs, with the last rejected plan's problems (a repair round)."""
+    if not problems:
+        return inputs
+    return {**inputs, "rejected_plan_problems": "\n".join(f"- {p}" for p in problems)}
+
+
+def _problems(
+    session: Session, plan: IterationPlan | None, known: set[int], attempt: int
+) -> list[str]:
+    """What is wrong with a plan (none for no plan); a rejection is an event."""
+    if plan is None:
+        return []
+    problems = plan_problems(plan, known, session.config.plan.max_tasks)
+    if problems:
+        session.events.emit("plan.rejected", {"attempt": attempt, "problems": problems})
+    return problems
+
+
+def _invalid(agent: str, problems: list[str]) -> StructuralError:
+    return StructuralError(
+        f"{agent} produced an invalid plan {PLAN_REPAIRS} times; "
+        f"last problems: {'; '.join(problems)}"
+    )
+
+
+def apply_orientation(session: Session, orientation: Orientation, iteration_id: int) -> Orientation:
+    """Write ORIENT's conclusions to Trace and learnings; return the orientation
+    with every plan task bound to a Trace task."""
+    tracker = session.tracker
+    answers_used(session.db)  # the person's answers ORIENT was given are spent
+    for update in orientation.task_updates:
+        _apply_update(session, update.task_id, update.action, update.reason, iteration_id)
+    root = session.milestone.root_task_id
+    for task in orientation.new_tasks:
+        tracker.create(
+            task.title,
+            task.description,
+            parent_id=task.parent_id or root,
+            risk=task.risk,
+            author="orient",
+            iteration_id=iteration_id,
+        )
+    _apply_verdicts(session, orientation.learning_verdicts, iteration_id)
+    session.store_learnings(orientation.learnings, "orient", iteration_id)
+    plan = orientation.iteration_plan
+    if plan is None:
+        return orientation
+    bound = []
+    for task in plan.tasks:
+        if task.task_id is None:
+            # A plan task titled like an open task is bound to it (Trace merges).
+            created = tracker.create(
+                task.title,
+                task.description,
+                parent_id=root,
+                risk=task.risk,
+                author="orient",
+                iteration_id=iteration_id,
+            )
+            task = task.model_copy(update={"task_id": created.id})
+        bound.append(task)
+    return orientation.model_copy(
+        update={
+            "iteration_plan": IterationPlan(intent=plan.intent, approach=plan.approach, tasks=bound)
+        }
+    )
+
+
+def _apply_verdicts(session: Session, verdicts: list[LearningVerdict], iteration_id: int) -> None:
+    """Retire the learnings the verifier judged stale (`learning.retired`); a
+    verdict naming no active learning is noted and skipped."""
+    for verdict in verdicts:
+        if verdict.keep:
+            continue
+        if learnings.retire(session.db, verdict.learning_id, verdict.reason, iteration_id):
+            kind = "learning.retired"
+        else:
+            kind = "learning.verdict_skipped"
+        session.events.emit(kind, {"learning_id": verdict.learning_id, "reason": verdict.reason})
+
+
+def _apply_update(
+    session: Session, task_id: int, action: str, reason: str, iteration_id: int
+) -> None:
+    tracker = session.tracker
+    try:
+        task = tracker.show(task_id)
+    except InputError as exc:
+        # A model naming a task that is not there is noted, not fatal.
+        session.events.emit("trace.update_skipped", {"task_id": task_id, "reason": str(exc)})
+        return
+    if action == "close" and task.status != "closed":
+        tracker.close(task_id, reason)
+    elif action == "block" and task.status != "blocked":
+        tracker.block(task_id, reason)
+    elif action == "unblock" and task.status == "blocked":
+        tracker.unblock(task_id)
+    tracker.comment(task_id, "orient", f"{action}: {reason}", iteration_id=iteration_id)

@@ -1,0 +1,201 @@
+"""The SODA loop: one iteration is sense -> orient -> decide -> act.
+
+`iterate` reads like the loop itself and is the one place the iteration's
+record is written; the phases (soda.loop.phases, soda.loop.act) take explicit inputs and
+return values. `run_iteration` wraps it with the record's lifetime and the
+classification of every failure; `run_loop` repeats until DONE, STUCK or HALT.
+"""
+
+from __future__ import annotations
+
+import enum
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from soda.agent.budget import check_before_iteration
+from soda.errors import (
+    BudgetExhausted,
+    ContractViolation,
+    Interrupted,
+    ModelStopped,
+    StructuralError,
+    TransientError,
+    UserError,
+)
+from soda.loop import iteration_report
+from soda.loop.act import act
+from soda.loop.asking import resume_orientation
+from soda.loop.context import Iteration, IterationRecord
+from soda.loop.decide import Decision, Kind
+from soda.loop.phases import decide_phase, orient_phase, sense_phase, spec_state
+from soda.loop.session import Session
+from soda.loop.wake import fingerprint
+from soda.store import runs
+from soda.store.db import dumps
+
+
+class Ending(enum.Enum):
+    """How a run (or a single iteration) ended, with its process exit code."""
+
+    DONE = "done"
+    CONTINUE = "continue"
+    STUCK = "stuck"
+    HALT = "halt"
+    TRANSIENT = "transient"
+    INTERRUPTED = "interrupted"
+
+    @property
+    def exit_code(self) -> int:
+        """0 DONE (and CONTINUE after --once), 3 STUCK, 4 HALT, 5 transient."""
+        return {Ending.STUCK: 3, Ending.HALT: 4, Ending.TRANSIENT: 5}.get(self, 0)
+
+
+@dataclass
+class IterationResult:
+    number: int
+    ending: Ending
+    reason: str
+
+
+Printer = Callable[[str], None]
+
+
+def iterate(session: Session, it: Iteration, say: Printer) -> Decision:
+    record = it.record
+    claims = sense_phase(session, it, say)
+    record.save(phase="orient", claims_json=claims)
+    # Tasks that waited for a person's answer go on without replanning.
+    orientation = resume_orientation(session) or orient_phase(session, it, claims)
+    plan = orientation.iteration_plan
+    record.save(phase="decide", orient_json=orientation, intent=plan.intent if plan else None)
+    say(f"orient: {spec_state(orientation)}; {orientation.summary}")
+    decision = decide_phase(session, claims, orientation, say)
+    outcome = decision.settled_outcome()
+    record.save(decision=decision.kind.name, decision_reason=decision.reason, outcome=outcome)
+    act_json = None
+    if outcome is None and plan is not None:
+        record.save(phase="act")
+        with iteration_report.plan_frame(session.events, it.number, plan):
+            result = act(session, it, plan, say)
+        act_json, outcome = result.to_json(), result.outcome
+        record.save(act_json=act_json, outcome=outcome, merged_commit=result.merged_commit)
+        say(f"act: {result.outcome} - {result.detail}")
+    report = iteration_report.conclude(
+        session.db, session.events, it.number, orientation, act_json, outcome, it.cancel_requested
+    )
+    record.save(report_json=report)
+    say(f"report: {iteration_report.line(report)}")
+    return decision
+
+
+def run_iteration(session: Session, say: Printer) -> IterationResult:
+    """One iteration with its record, whatever happens inside it. A stop asked for
+    by a signal ends it as `interrupted` (unless it merged or found DONE first);
+    an error nobody classified is recorded as `crashed` with its text and raised."""
+    it = session.begin_iteration()
+    record = it.record
+    say(f"iteration {it.number}")
+    try:
+        check_before_iteration(session.config, session.db)  # no paid call to learn it
+        decision = iterate(session, it, say)
+        ending = {Kind.DONE: Ending.DONE, Kind.STUCK: Ending.STUCK, Kind.CONTINUE: Ending.CONTINUE}[
+            decision.kind
+        ]
+        if session.stop_requested and ending is not Ending.DONE:
+            return _interrupted(session, record, "stopped by a signal", say)
+        return IterationResult(record.number, ending, decision.reason)
+    except BudgetExhausted as exc:
+        record.save(decision="STUCK", decision_reason=str(exc), outcome="budget")
+        say(f"decide: STUCK - {exc}")
+        return IterationResult(record.number, Ending.STUCK, str(exc))
+    except TransientError as exc:
+        record.save(outcome="transient", error=str(exc))
+        say(f"transient failure: {exc}")
+        return IterationResult(record.number, Ending.TRANSIENT, str(exc))
+    except StructuralError as exc:
+        _record_halt(session, record, exc)
+        say(f"HALT: {exc}")
+        return IterationResult(record.number, Ending.HALT, str(exc))
+    except UserError as exc:
+        # A person must fix something (e.g. the API key): record it, end the run, tell them.
+        record.save(outcome="error", error=str(exc))
+        session.finish_run("error", str(exc))
+        raise
+    except Interrupted as exc:
+        return _interrupted(session, record, str(exc), say)
+    except KeyboardInterrupt:
+        record.save(outcome="interrupted", error="stopped at once by a second signal")
+        session.finish_run("interrupted", "stopped at once by a second signal")
+        raise
+    except Exception as exc:
+        error = f"{type(exc).__name__}: {exc}"
+        record.save(outcome="crashed", error=error)
+        session.finish_run("crashed", error)
+        session.events.emit("crash", {"error": error})
+        raise
+    finally:
+        session.human.release_claims()
+        record.finish(session.recorder)
+        _keep_fingerprint(session, record)
+
+
+def _interrupted(
+    session: Session, record: IterationRecord, reason: str, say: Printer
+) -> IterationResult:
+    """A signal stopped the iteration: recorded as interrupted, unless what it did
+    already landed (a merge stays merged)."""
+    if runs.iteration_outcome(session.db, record.id) != "merged":
+        record.save(outcome="interrupted", error=reason)
+    say(f"interrupted: {reason}")
+    return IterationResult(record.number, Ending.INTERRUPTED, reason)
+
+
+def _keep_fingerprint(session: Session, record: IterationRecord) -> None:
+    """What ORIENT would see next, stored as the iteration ends (see soda.loop.wake)."""
+    try:
+        record.save(fingerprint=fingerprint(session))
+    except Exception as exc:  # never worth failing an iteration: the next wake just pays
+        session.events.emit("wake.fingerprint_failed", {"error": f"{type(exc).__name__}: {exc}"})
+
+
+def _record_halt(session: Session, record: IterationRecord, exc: StructuralError) -> None:
+    violation = exc.violation if isinstance(exc, ContractViolation) else None
+    agent = exc.agent if isinstance(exc, ContractViolation) else None
+    raw = exc.raw if isinstance(exc, ContractViolation | ModelStopped) else None
+    runs.record_halt(
+        session.db,
+        {
+            "run_id": session.run_id,
+            "iteration_id": record.id,
+            "agent": agent,
+            "error_type": type(exc).__name__,
+            "message": str(exc),
+            "violation_path": violation.path if violation else None,
+            "violation_rule": violation.rule if violation else None,
+            "raw_output": dumps(raw) if raw is not None else None,
+        },
+    )
+    record.save(
+        decision="HALT", decision_reason=str(exc), outcome="halted", error=type(exc).__name__
+    )
+    session.events.emit("halt", {"error": type(exc).__name__, "message": str(exc)})
+
+
+def run_loop(
+    session: Session,
+    say: Printer,
+    once: bool = False,
+    should_stop: Callable[[], bool] = lambda: False,
+) -> IterationResult:
+    """Iterate until DONE, STUCK, HALT or a transient failure (or one CONTINUE with
+    `once`); record how the run ended."""
+    while True:
+        result = run_iteration(session, say)
+        if result.ending is not Ending.CONTINUE or once:
+            break
+        if should_stop():
+            result = IterationResult(result.number, Ending.INTERRUPTED, "stopped by a signal")
+            break
+    status = "stopped" if result.ending is Ending.CONTINUE else result.ending.value
+    session.finish_run(status, result.reason)
+    return result

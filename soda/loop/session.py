@@ -1,0 +1,211 @@
+"""The process-lifetime context of a run (see soda.loop.context for the shorter ones).
+
+`Session.open` takes the instance lock, recovers from a crash, starts (or
+resumes) the milestone: the branch `soda/<spec-slug>` from the base branch, its
+base commit, and the root Trace task made from the spec; and records the run
+(`start_run`: once for `soda run`, once per wake for the daemon, so a run's
+budget and iteration count are one wake's). It also points soda.system.proc's observer
+at `state/activity.json`, so a stop can say what it waits for.
+`begin_iteration` hands out the next `Iteration`.
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import git
+from git import Repo
+from sqlite_utils import Database
+
+from soda.agent.recorder import CallRecorder
+from soda.agent.runtime import AgentRunner
+from soda.config import Config
+from soda.errors import ConfigError, UserError
+from soda.events import Events
+from soda.human import HumanQueue
+from soda.llm import make_model
+from soda.llm.base import Model
+from soda.loop.context import Iteration, IterationRecord
+from soda.loop.recovery import recover
+from soda.ports import Clock
+from soda.repo.checkouts import Checkouts
+from soda.repo.git import open_repo
+from soda.repo.milestone import milestone_branch, milestone_name
+from soda.store import learnings, open_db, runs
+from soda.system import proc
+from soda.system.clock import SystemClock
+from soda.system.jail import Jail
+from soda.system.lifecycle import ActivityFile
+from soda.system.lock import acquire_lock
+from soda.trace import SqliteTracker
+
+
+@dataclass
+class Milestone:
+    name: str
+    branch: str
+    base_commit: str
+    root_task_id: int
+
+
+@dataclass
+class Session:
+    """What lives as long as one run of the process (`soda run`, a daemon wake).
+
+    Per-iteration state lives in `soda.loop.context.Iteration`, what the tasks of one
+    plan share in `soda.loop.act.task.PlanRun`."""
+
+    config: Config
+    repo: Repo
+    db: Database
+    events: Events
+    model: Model
+    tracker: SqliteTracker
+    recorder: CallRecorder
+    runner: AgentRunner
+    milestone: Milestone
+    run_id: int
+    jail: Jail
+    """Where agent commands and test runs execute."""
+    checkouts: Checkouts
+    """The pool of worktrees ORIENT, the executor and the gate use."""
+    human: HumanQueue
+    """The person's inputs: the only reader of state/inbox/."""
+    clock: Clock = field(default_factory=SystemClock)
+    max_iterations: int | None = None
+    """Overrides `loop.max_iterations` for this run (`soda run --max-iterations`)."""
+    iterations_in_run: int = 0
+    stop_requested: bool = False
+    """Set by a signal: stop at the next safe point."""
+    run_ended: bool = True
+    """No run is open: none started yet, or its record is closed (the daemon starts
+    another at its next wake)."""
+
+    @classmethod
+    def open(cls, config: Config, model: Model | None = None, start_run: bool = True) -> Session:
+        """Lock, recover, start or resume the milestone and (unless `start_run` is
+        False: the daemon starts one per wake) record a run."""
+        repo = open_repo(config.root)
+        acquire_lock(config.state_dir)  # one soda per repository, daemon or foreground
+        db = open_db(config.db_path)
+        events = Events(db, config.state_dir / "logs" / "events.jsonl")
+        recover(config, db, repo, events)
+        proc.observe(ActivityFile(config.state_dir))  # what `soda stop` waits for
+        model = model or make_model(config, events.emit)
+        tracker = SqliteTracker(db, milestone_name(config))
+        milestone = start_milestone(config, repo, tracker)
+        recorder = CallRecorder(db, config, model.provider, events)
+        runner = AgentRunner(model, config, recorder)
+        session = cls(
+            config,
+            repo,
+            db,
+            events,
+            model,
+            tracker,
+            recorder,
+            runner,
+            milestone,
+            0,
+            Jail.for_config(config, Path(repo.git_dir)),
+            Checkouts(repo, config.state_dir / "worktrees"),
+            HumanQueue(config.state_dir, db, events),
+        )
+        runner.should_stop = lambda: session.stop_requested
+        if start_run:
+            session.start_run()
+        return session
+
+    def start_run(self) -> None:
+        """Record a new run: `soda run` has one; the daemon starts one per wake, so
+        the per-run budget and the iteration count start again from 0."""
+        milestone = self.milestone
+        self.run_id = runs.start_run(
+            self.db,
+            {
+                "spec_path": self.config.project.spec,
+                "milestone": milestone.name,
+                "milestone_branch": milestone.branch,
+                "base_branch": self.config.project.base_branch,
+                "base_commit": milestone.base_commit,
+                "provider": self.model.provider,
+                "pid": os.getpid(),
+            },
+        )
+        self.events.run_id = self.run_id
+        self.recorder.run_id = self.run_id
+        self.iterations_in_run = 0
+        self.run_ended = False
+        self.events.emit(
+            "run.start", {"milestone": milestone.branch, "provider": self.model.provider}
+        )
+
+    def spec_text(self) -> str:
+        return self.config.spec_path.read_text(encoding="utf-8")
+
+    @property
+    def iteration_limit(self) -> int:
+        return self.max_iterations or self.config.loop.max_iterations
+
+    def finish_run(self, status: str, reason: str) -> None:
+        """Close the run's record (once: a later call, e.g. on the way out after a
+        record was already closed as interrupted, changes nothing)."""
+        if self.run_ended:
+            return
+        self.run_ended = True
+        self.checkouts.remove_all()
+        runs.finish_run(self.db, self.run_id, status, reason)
+        self.events.emit("run.end", {"status": status, "reason": reason})
+
+    def store_learnings(self, texts: list[str], agent: str, iteration_id: int | None) -> None:
+        """Keep new learnings (one already known is not stored twice); the oldest
+        past [context] max_learnings are retired."""
+        learnings.add(self.db, texts, agent, iteration_id, self.config.context.max_learnings)
+
+    def next_iteration_number(self) -> int:
+        return runs.next_iteration_number(self.db)
+
+    def begin_iteration(self) -> Iteration:
+        self.iterations_in_run += 1
+        number = runs.next_iteration_number(self.db)
+        iteration_id = runs.start_iteration(self.db, self.run_id, number)
+        self.recorder.iteration_id = iteration_id
+        self.recorder.reset()
+        self.events.iteration_id = iteration_id
+        self.events.emit("iteration.start", {"number": number})
+        return Iteration(number, IterationRecord(self.db, iteration_id, number))
+
+
+def start_milestone(config: Config, repo: Repo, tracker: SqliteTracker) -> Milestone:
+    """Create the milestone branch from the base branch if missing (resume it if
+    present), and the root Trace task from the spec."""
+    base = config.project.base_branch
+    branch = milestone_branch(config)
+    heads = {head.name for head in repo.heads}
+    if base not in heads:
+        raise ConfigError(
+            f"soda.toml: project.base_branch: branch {base!r} does not exist in {config.root}"
+        )
+    if branch not in heads:
+        repo.git.branch(branch, base)
+    try:
+        base_commit = repo.git.merge_base(base, branch)
+    except git.GitCommandError as exc:
+        raise UserError(
+            f"{branch} and {base} share no history; delete {branch} or fix base_branch"
+        ) from exc
+    root = tracker.root()
+    if root is None:
+        spec = config.spec_path.read_text(encoding="utf-8")
+        root = tracker.create(spec_title(spec, config.spec_path), description=spec)
+    return Milestone(milestone_name(config), branch, base_commit, root.id)
+
+
+def spec_title(text: str, path: Path) -> str:
+    """The spec's first Markdown heading, or its file name."""
+    for line in text.splitlines():
+        if line.startswith("#"):
+            return line.lstrip("#").strip() or path.stem
+    return path.stem

@@ -1,0 +1,63 @@
+"""Free wakes: a fingerprint of what ORIENT would see, so that a daemon wake with
+nothing new makes no model call.
+
+The fingerprint hashes the spec's content, the milestone branch's tip, the
+pending human inputs and the state of every task of the milestone. The loop
+stores it on each iteration as the iteration ends (after soda's own writes: the
+spec text a `spec_change` wrote, the tasks it settled, the merge it landed), so
+those writes never wake it: a wake computes the fingerprint again and, when it is
+the same as the last iteration's and that iteration ended waiting for a person
+(DONE, STUCK or HALT, not cut short by a signal, a crash or a spent budget),
+records a `wake.skipped` event instead of an iteration.
+Pending inputs always mean work: ORIENT has not read them yet.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from typing import TYPE_CHECKING
+
+from soda.store import budgets as rows
+
+if TYPE_CHECKING:
+    from soda.loop.session import Session
+
+SETTLED = ("DONE", "STUCK", "HALT")
+"""Decisions after which the daemon waits for something new."""
+UNFINISHED = ("interrupted", "aborted", "crashed", "error", "transient", "budget")
+"""Outcomes of an iteration cut short (a signal, a crash, a spent budget): the next
+wake goes on with the work even when nothing changed."""
+
+
+def fingerprint(session: Session) -> str:
+    """A hash of what ORIENT would see if an iteration started now."""
+    digest = hashlib.sha256()
+    try:
+        spec = session.config.spec_path.read_bytes()
+    except OSError as exc:  # a missing spec is a state too (SENSE will say so)
+        spec = f"unreadable: {exc.strerror}".encode()
+    digest.update(b"spec\0" + hashlib.sha256(spec).digest())
+    branch = session.milestone.branch
+    tip = session.repo.git.rev_parse("--verify", "-q", f"refs/heads/{branch}")
+    digest.update(f"\0tip\0{tip}".encode())
+    for item in session.human.pending():
+        digest.update(f"\0input\0{item.id}".encode())
+    for task in session.tracker.list():
+        digest.update(f"\0task\0{task.id}:{task.status}".encode())
+    return digest.hexdigest()
+
+
+def nothing_new(session: Session) -> str | None:
+    """Why this wake can be skipped ("nothing changed since iteration 7"), or None
+    when ORIENT would see something new (or the last iteration left work)."""
+    last = rows.last_fingerprint(session.db)
+    if last is None:
+        return None
+    number, stored, decision, outcome = last
+    if stored is None or decision not in SETTLED or outcome in UNFINISHED:
+        return None
+    if session.human.pending_count():
+        return None
+    if fingerprint(session) != stored:
+        return None
+    return f"nothing changed since iteration {number} ({decision})"

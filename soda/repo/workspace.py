@@ -1,0 +1,231 @@
+"""A task's workspace: a git worktree on a fresh branch from the milestone.
+
+The user's checkout is never touched: each task of a plan works in a worktree
+under `state/worktrees/` (the pool's `work-0`, `work-1`, ..., see
+`soda.repo.checkouts`) on branch `soda-work/<milestone>/iter-N-<task key>`, forked
+from the milestone branch, and soda moves the milestone branch only by writing
+a merge commit object and compare-and-swapping the ref (`prepare_merge`, then
+`land`; `merge_into_milestone` does both).
+
+Every git process costs a fork of a large Python process, and an iteration
+asks the same questions several times, so the answers git has already given
+are kept: a branch's head is read from the ref files (`branch_head`), a commit's
+tree is remembered (`tree_of`, shared by ACT's task threads behind a lock), and
+a workspace knows its own head while only soda moves it.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import re
+import threading
+from collections import OrderedDict
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import git
+from git import Repo
+from git.refs.symbolic import SymbolicReference
+
+from soda.errors import GitError
+from soda.repo.git import SODA_IDENTITY
+
+_SHA = re.compile(r"[0-9a-f]{40}")
+_TREES: OrderedDict[str, str] = OrderedDict()
+_TREES_KEPT = 256
+_TREES_LOCK = threading.Lock()
+"""ACT's task threads share the tree cache."""
+
+
+NO_AUTO_GC: tuple[str, ...] = ("-c", "gc.auto=0", "-c", "maintenance.auto=false")
+"""ACT's tasks commit and merge in several worktrees at once: a `gc --auto` that
+one of them started (it packs refs) could make another's ref update fail. The
+person's own git commands still collect garbage as configured."""
+
+
+def _git(repo: Repo, *args: str) -> str:
+    try:
+        return repo.git.execute(["git", *SODA_IDENTITY, *NO_AUTO_GC, *args])  # type: ignore[return-value]
+    except git.GitCommandError as exc:
+        raise GitError(f"git {' '.join(args)} failed: {exc.stderr.strip() or exc}") from exc
+
+
+def is_sha(name: str) -> bool:
+    """A full (SHA-1) object id, not a ref name or an abbreviation."""
+    return bool(_SHA.fullmatch(name))
+
+
+def branch_head(repo: Repo, branch: str) -> str:
+    """The commit `branch` points at. Read from the ref files (loose or packed)
+    without a git process; `git rev-parse` when they do not say (another ref
+    storage, a ref being rewritten): GitError if the branch does not exist."""
+    ref = f"refs/heads/{branch}"
+    with contextlib.suppress(Exception):  # any surprise: ask git instead
+        sha = SymbolicReference.dereference_recursive(repo, ref)
+        if is_sha(sha):
+            return sha
+    return _git(repo, "rev-parse", "--verify", "-q", f"{ref}^{{commit}}")
+
+
+def tree_of(repo: Repo, commit: str) -> str:
+    """The tree id of `commit`. Remembered per commit id (a commit's tree never
+    changes), so a commit soda made or tested costs no further git process."""
+    with _TREES_LOCK:
+        tree = _TREES.get(commit)
+    if tree is None:
+        tree = _git(repo, "rev-parse", f"{commit}^{{tree}}")
+        _remember_tree(commit, tree)
+    return tree
+
+
+def _remember_tree(commit: str, tree: str) -> None:
+    if not is_sha(commit):
+        return
+    with _TREES_LOCK:
+        _TREES[commit] = tree
+        _TREES.move_to_end(commit)
+        while len(_TREES) > _TREES_KEPT:
+            _TREES.popitem(last=False)
+
+
+@dataclass
+class Workspace:
+    repo: Repo
+    path: Path
+    branch: str
+    milestone_branch: str
+    fork_point: str
+    """Milestone head the branch was created from."""
+    known_head: str | None = None
+    """The branch's head when soda knows it (it made it); None: ask git."""
+    milestone_head: str | None = field(default=None, init=False)
+    """The milestone head `catch_up` last merged (what `prepare_merge` merges against)."""
+
+    def head(self) -> str:
+        """The work branch's head: known without git while only soda moves it
+        (creation, `commit_all`, `reset_to`), read from git otherwise."""
+        if self.known_head is None:
+            head, tree = self._in("rev-parse", "HEAD", "HEAD^{tree}").split()
+            _remember_tree(head, tree)
+            self.known_head = head
+        return self.known_head
+
+    def commit_all(self, message: str) -> str | None:
+        """Commit everything in the worktree; None when there was nothing to commit."""
+        self._in("add", "-A")
+        try:
+            self._in("commit", "-q", "--no-verify", "-m", message)
+        except GitError:
+            # `git commit` fails when nothing is staged: that is the only failure
+            # that means "nothing to commit". The head is read again afterwards:
+            # an agent working unconfined (sandbox.mode = "none") may have moved it.
+            self.known_head = None
+            if self._staged():
+                raise
+            return None
+        self.known_head = None
+        return self.head()
+
+    def _staged(self) -> bool:
+        try:
+            self._in("diff", "--cached", "--quiet", "HEAD", "--")
+        except GitError:
+            return True
+        return False
+
+    def diff_stat(self) -> str:
+        """What the branch changed since its fork point (`git diff --stat`)."""
+        return self._in("diff", "--stat", self.fork_point, self.head(), "--")
+
+    def reset_to(self, commit: str) -> None:
+        """Throw away everything since `commit` (a task that gave up)."""
+        self._in("reset", "-q", "--hard", commit)
+        self._in("clean", "-q", "-fd")
+        self.known_head = commit if is_sha(commit) else None
+
+    def catch_up(self) -> bool:
+        """Merge milestone changes made since the fork into the work branch, so the
+        final test run sees what will land. False on a conflict (merge aborted)."""
+        current = branch_head(self.repo, self.milestone_branch)
+        self.milestone_head = current
+        if current == self.fork_point:
+            return True
+        self.known_head = None
+        try:
+            message = f"Merge {self.milestone_branch} ({current[:10]}) into {self.branch}"
+            self._in("merge", "--no-edit", "-q", "-m", message, current)
+        except GitError:
+            self._in("merge", "--abort")
+            return False
+        return True
+
+    def _in(self, *args: str) -> str:
+        """git in the worktree (with soda's options)."""
+        return _git(self.repo, "-C", str(self.path), *args)
+
+
+def merge_into_milestone(ws: Workspace, message: str) -> str:
+    """Write a --no-ff merge of the work branch into the milestone branch and move
+    the branch to it (compare-and-swap): `prepare_merge` then `land`."""
+    commit, milestone_head = prepare_merge(ws, message)
+    land(ws.repo, ws.milestone_branch, commit, milestone_head)
+    return commit
+
+
+def prepare_merge(ws: Workspace, message: str) -> tuple[str, str]:
+    """The merge commit object, without a checkout or a ref move: the work tree
+    (which already contains the milestone head, see catch_up) with both heads as
+    parents. Returns (merge commit, milestone head it was made against); the gate
+    tests exactly this commit before `land` moves the branch to it.
+
+    The milestone head is the one `catch_up` merged: should the branch have moved
+    since, `land`'s compare-and-swap refuses the merge."""
+    repo = ws.repo
+    milestone_head = ws.milestone_head or branch_head(repo, ws.milestone_branch)
+    work_head = ws.head()
+    try:
+        _git(repo, "merge-base", "--is-ancestor", milestone_head, work_head)
+    except GitError:
+        raise GitError(
+            f"{ws.branch} does not contain {ws.milestone_branch}; refusing to merge"
+        ) from None
+    tree = tree_of(repo, work_head)
+    commit = _git(repo, "commit-tree", tree, "-p", milestone_head, "-p", work_head, "-m", message)
+    _remember_tree(commit, tree)
+    return commit, milestone_head
+
+
+def land(repo: Repo, branch: str, commit: str, expected: str) -> None:
+    """Move `branch` to `commit` only if it still points at `expected`
+    (compare-and-swap); GitError, nothing moved, if it does not."""
+    try:
+        _git(repo, "update-ref", f"refs/heads/{branch}", commit, expected)
+    except GitError:
+        current = branch_head(repo, branch)
+        if current == expected:
+            raise  # refused for another reason: git's message says which
+        raise GitError(
+            f"{branch} moved from {expected[:10]} to {current[:10]} while the change was "
+            "tested; not merged"
+        ) from None
+
+
+def land_on_base(repo: Repo, milestone_branch: str, base_branch: str) -> str:
+    """`[act] on_done = "merge"`: fast-forward the base branch to the milestone.
+
+    Only a fast-forward, so nothing lands that the gate did not test; and the
+    user's checkout moves only if it is on the base branch with no local changes.
+    Returns what happened, for the run's final reason."""
+    milestone = _git(repo, "rev-parse", milestone_branch)
+    base = _git(repo, "rev-parse", base_branch)
+    if base == milestone:
+        return f"{base_branch} already at {milestone_branch}"
+    if _git(repo, "merge-base", base, milestone) != base:
+        return f"{base_branch} moved since the milestone began; merge {milestone_branch} yourself"
+    if repo.head.is_detached or repo.active_branch.name != base_branch:
+        _git(repo, "update-ref", f"refs/heads/{base_branch}", milestone, base)
+    elif repo.is_dirty(untracked_files=False):
+        return f"{base_branch} is checked out with local changes; merge {milestone_branch} yourself"
+    else:
+        _git(repo, "merge", "--ff-only", "-q", milestone_branch)
+    return f"fast-forwarded {base_branch} to {milestone_branch} ({milestone[:10]})"
