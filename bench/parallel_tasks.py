@@ -83,7 +83,10 @@ def act_seconds(count: int, args: argparse.Namespace, parent: Path) -> float:
         config, model=FunctionModel.by_agent({"executor": executor(args.latency)})
     )
     try:
-        milestone_tests(session)  # the baseline, cached by tree id: outside the clock
+        # the baseline, cached by tree id: outside the clock
+        milestone_tests(
+            session.config, session.jail, session.db, session.checkouts, session.milestone.branch
+        )
         it = session.begin_iteration()
         started = time.monotonic()
         result = act(session, it, plan(count), lambda line: None)

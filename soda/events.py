@@ -1,6 +1,8 @@
 """The one place that writes events: a row in the `events` table and a JSON line
 in `state/logs/events.jsonl`, so both SQL and `tail -f` can follow soda; and,
-in the same process, the listeners that follow them live (`soda run`'s progress)."""
+in the same process, the listeners that follow them live (`soda run`'s progress).
+`notify` runs the person's `[daemon] notify_command` for the moments that need
+them (DONE, STUCK, HALT, a question)."""
 
 from __future__ import annotations
 
@@ -12,8 +14,10 @@ from typing import Any
 
 from sqlite_utils import Database
 
+from soda.config import Config
 from soda.store import events as event_rows
 from soda.store.db import dumps, now
+from soda.system.proc import run as run_command
 
 Listener = Callable[[str, dict[str, Any]], None]
 """Called with an event's kind and data right after it is stored."""
@@ -62,3 +66,18 @@ class Events:
     def _remove(self, listener: Listener) -> None:
         if listener in self._listeners:
             self._listeners.remove(listener)
+
+
+def notify(config: Config, event: str, iteration: int, reason: str, events: Events) -> None:
+    """Run `[daemon] notify_command` on DONE, STUCK and HALT; never fatal."""
+    command = config.daemon.notify_command
+    if not command:
+        return
+    result = run_command(
+        command,
+        cwd=config.root,
+        timeout=30,
+        extra_env={"SODA_EVENT": event, "SODA_ITERATION": str(iteration), "SODA_REASON": reason},
+    )
+    if not result.ok:
+        events.emit("notify.failed", {"command": command, "output": result.output[-500:]})

@@ -3,11 +3,14 @@
 Tasks form a tree under the milestone's root task (the spec). Status is one of
 open, in_progress, blocked, closed; blocking and closing need a reason, and every
 change refreshes `updated_at`. Comments carry their author: an agent's name,
-`soda`, or `human`. The `Tracker` protocol (soda.ports) is the seam;
-`SqliteTracker` the one implementation.
+`soda`, or `human`. `Tracker` is the seam everyone else is typed against;
+`SqliteTracker` its one implementation (the Trace of a future forge, e.g. a
+project's issue tracker, would be a second).
 """
 
 from __future__ import annotations
+
+from typing import Protocol
 
 from sqlite_utils import Database
 
@@ -15,9 +18,50 @@ from soda.errors import InputError
 from soda.store import tasks as task_rows
 from soda.store.tasks import Comment, Status, Task
 
-__all__ = ["STATUSES", "Comment", "SqliteTracker", "Status", "Task", "render_tree", "same_title"]
+__all__ = [
+    "STATUSES",
+    "Comment",
+    "SqliteTracker",
+    "Status",
+    "Task",
+    "Tracker",
+    "render_tree",
+    "same_title",
+]
 
 STATUSES: tuple[str, ...] = ("open", "in_progress", "blocked", "closed")
+
+
+class Tracker(Protocol):
+    """Trace: the task tree of one milestone, as the loop and the human queue use it."""
+
+    def show(self, task_id: int) -> Task: ...
+    def list(self, status: str | None = None, limit: int | None = None) -> list[Task]: ...
+    def root(self) -> Task | None: ...
+    def ready(self) -> list[Task]: ...
+    def comments(self, task_id: int, limit: int | None = None) -> list[Comment]: ...
+    def recent_comments(self, limit: int) -> list[Comment]: ...
+    def recently_closed(self, limit: int) -> list[Task]: ...
+    def create(
+        self,
+        title: str,
+        description: str = "",
+        parent_id: int | None = None,
+        risk: str = "low",
+        author: str = "soda",
+        iteration_id: int | None = None,
+    ) -> Task:
+        """A new task, or the open one under the same parent with the same title."""
+        ...
+
+    def start(self, task_id: int) -> Task: ...
+    def close(self, task_id: int, reason: str) -> Task: ...
+    def block(self, task_id: int, reason: str) -> Task: ...
+    def unblock(self, task_id: int) -> Task: ...
+    def reopen(self, task_id: int, reason: str) -> Task: ...
+    def comment(
+        self, task_id: int, author: str, body: str, iteration_id: int | None = None
+    ) -> Comment: ...
 
 
 class SqliteTracker:

@@ -21,10 +21,10 @@ from git import Repo
 
 from soda.cli.demo import prepare
 from soda.config import Config, DaemonConfig, load
-from soda.daemon.parts import in_window, keep_watching, notify, parse_windows, rotate_log
+from soda.daemon.parts import in_window, keep_watching, parse_windows, rotate_log
 from soda.daemon.process import LOG_NAME, Daemon
 from soda.errors import ConfigError, UserError
-from soda.events import Events
+from soda.events import Events, notify
 from soda.human import HumanQueue
 from soda.loop.recovery import recover
 from soda.store import open_db

@@ -13,7 +13,7 @@ from typing import Any
 from soda.llm.base import ModelRequest
 from soda.llm.function import FunctionModel, Reply, call, first_turn, submit
 from soda.loop.act.execute import WAITING_REASON
-from soda.loop.act.task import TaskWaiting
+from soda.tools.toolbox import Suspended
 from tests.conftest import git
 from tests.test_parallel import (
     by_key,
@@ -173,7 +173,7 @@ def test_a_waiting_task_keeps_its_worktree_and_holds_back_its_dependents(
     def asks(request: ModelRequest) -> Reply:
         if first_turn(request):
             return call("write_file", path="notes/q.txt", content="half done")
-        raise TaskWaiting("Which rounding mode?")
+        raise Suspended("Which rounding mode?", lambda messages, results, call_id: None)
 
     answers = {"q": asks, "later": writes("notes/later.txt", "x"), "free": writes("f.txt", "f")}
     model = FunctionModel.by_agent({"executor": by_key(answers)})

@@ -55,7 +55,7 @@ from soda.llm.base import (
     raised_limit,
     safe_response,
 )
-from soda.tools.toolbox import clip_result
+from soda.tools.toolbox import Suspended, clip_result
 
 KEEP_WHOLE = 3
 """Messages of tool results, the latest ones, that condensing for the session
@@ -64,22 +64,6 @@ NO_TOOL_CALL = (
     "You ended your turn without calling a tool. Every turn must be a tool call: "
     "keep working with your tools, or call `submit` with your final answer."
 )
-
-
-class Suspended(BaseException):
-    """Raised by a tool whose call needs an answer from outside the run (a
-    person's, for `ask_human`): the run stops, and before it does the runner hands
-    `keep` the conversation so far, the results of the turn's earlier calls and
-    the id of the waiting call, so that `run(..., resume=...)` can go on with the
-    answer as that call's result. A BaseException: the toolbox turns every error
-    into a tool result, and this is not an error."""
-
-    def __init__(
-        self, reason: str, keep: Callable[[list[Message], list[ToolResult], str], None]
-    ) -> None:
-        super().__init__(reason)
-        self.reason = reason
-        self.keep = keep
 
 
 class Toolset(Protocol):

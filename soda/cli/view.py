@@ -9,7 +9,6 @@ from __future__ import annotations
 import json
 import os
 import sys
-import time
 from typing import Annotated, Any
 
 import typer
@@ -18,6 +17,7 @@ from soda.cli.app import app, handled, out, project_of
 from soda.store import agent_calls
 from soda.store import events as event_rows
 from soda.store.events import EventRow
+from soda.system.clock import SYSTEM_CLOCK
 
 JSON_HELP = "Print one JSON object to stdout instead (for scripts)."
 
@@ -188,7 +188,7 @@ def events(
             for row in event_rows.after(db, last, kind):
                 show(row)
                 last = row[0]
-            time.sleep(FOLLOW_POLL_SECONDS)
+            SYSTEM_CLOCK.sleep(FOLLOW_POLL_SECONDS)
     except KeyboardInterrupt:
         return  # Ctrl-C is how -f ends: a normal exit
     except BrokenPipeError:  # the reader went away (e.g. `| head`): nothing to say

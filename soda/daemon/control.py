@@ -9,7 +9,6 @@ import os
 import signal
 import subprocess
 import sys
-import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -21,11 +20,12 @@ from soda.daemon.parts import LOG_NAME, kill_tree, rotate_log
 from soda.errors import SodaError, UserError
 from soda.loop.recovery import pid_alive
 from soda.store import runs
+from soda.system.clock import SYSTEM_CLOCK, Clock
 from soda.system.lifecycle import clear_start_files, describe_wait, read_activity, read_start
 from soda.system.lock import running_pid
 
 
-def start(config: Config, wait_seconds: float = 60.0) -> int:
+def start(config: Config, wait_seconds: float = 60.0, clock: Clock = SYSTEM_CLOCK) -> int:
     """Launch the daemon detached and return its pid once it is ready: it holds the
     lock, has recovered and passed its preflight (config, provider key, jail).
     UserError with the daemon's own one-line reason when it refused to start."""
@@ -45,8 +45,8 @@ def start(config: Config, wait_seconds: float = 60.0) -> int:
             stderr=subprocess.STDOUT,
             start_new_session=True,
         )
-    deadline = time.monotonic() + wait_seconds
-    while time.monotonic() < deadline:
+    deadline = clock.monotonic() + wait_seconds
+    while clock.monotonic() < deadline:
         word = read_start(state)
         if word is not None and word[0] == "error":
             child.wait(10)
@@ -55,7 +55,7 @@ def start(config: Config, wait_seconds: float = 60.0) -> int:
             return child.pid
         if child.poll() is not None:
             break
-        time.sleep(0.05)
+        clock.sleep(0.05)
     if child.poll() is None:
         child.kill()
         child.wait()
@@ -73,7 +73,11 @@ class Stopped:
 
 
 def stop(
-    config: Config, db: Database, timeout: float = 30.0, say: Callable[[str], None] = print
+    config: Config,
+    db: Database,
+    timeout: float = 30.0,
+    say: Callable[[str], None] = print,
+    clock: Clock = SYSTEM_CLOCK,
 ) -> Stopped | None:
     """SIGTERM the soda holding the lock and wait for its safe point, saying what it
     waits for; after `timeout` stop it at once (a second SIGTERM: it kills what it
@@ -84,21 +88,21 @@ def stop(
     if pid is None:
         return None
     os.kill(pid, signal.SIGTERM)
-    deadline = time.monotonic() + timeout
-    next_word = time.monotonic() + 0.5  # a quick stop says nothing
-    while time.monotonic() < deadline:
+    deadline = clock.monotonic() + timeout
+    next_word = clock.monotonic() + 0.5  # a quick stop says nothing
+    while clock.monotonic() < deadline:
         if _gone(state, pid):
             return Stopped(pid, at_once=False)
-        if time.monotonic() >= next_word:
+        if clock.monotonic() >= next_word:
             say(f"waiting for {_waiting_for(config, db, state)}")
-            next_word = time.monotonic() + 10
-        time.sleep(0.05)
+            next_word = clock.monotonic() + 10
+        clock.sleep(0.05)
     say(f"not stopped after {timeout:g} s: stopping at once")
     with contextlib.suppress(ProcessLookupError):
         os.kill(pid, signal.SIGTERM)
-    if not _wait_gone(state, pid, KILL_GRACE_SECONDS):
+    if not _wait_gone(state, pid, KILL_GRACE_SECONDS, clock):
         kill_tree(pid, state)
-        if not _wait_gone(state, pid, KILL_GRACE_SECONDS):
+        if not _wait_gone(state, pid, KILL_GRACE_SECONDS, clock):
             raise SodaError(f"soda (pid {pid}) survived SIGKILL")
     return Stopped(pid, at_once=True)
 
@@ -118,12 +122,12 @@ def _gone(state: Path, pid: int) -> bool:
     return running_pid(state) is None and not pid_alive(pid)
 
 
-def _wait_gone(state: Path, pid: int, seconds: float) -> bool:
-    deadline = time.monotonic() + seconds
-    while time.monotonic() < deadline:
+def _wait_gone(state: Path, pid: int, seconds: float, clock: Clock) -> bool:
+    deadline = clock.monotonic() + seconds
+    while clock.monotonic() < deadline:
         if _gone(state, pid):
             return True
-        time.sleep(0.05)
+        clock.sleep(0.05)
     return _gone(state, pid)
 
 

@@ -1,4 +1,4 @@
-"""The daemon's small parts: log rotation, notifications, working windows, the
+"""The daemon's small parts: log rotation, working windows, the
 watcher's restart loop and killing a soda's process tree (soda.daemon.process puts them
 together)."""
 
@@ -15,12 +15,9 @@ from pathlib import Path
 
 from apscheduler.triggers.cron import CronTrigger
 
-from soda.config import Config
 from soda.errors import ConfigError
-from soda.events import Events
 from soda.system import proc
 from soda.system.lifecycle import read_activity
-from soda.system.proc import run as run_command
 
 LOG_NAME = "soda.log"
 """The daemon's log, in state/logs/."""
@@ -47,24 +44,6 @@ def kill_tree(pid: int, state: Path) -> None:
         with contextlib.suppress(ProcessLookupError, PermissionError):
             os.kill(member, signal.SIGKILL)
     proc.kill_leftovers(commands)
-
-
-# --- notifications -------------------------------------------------------------
-
-
-def notify(config: Config, event: str, iteration: int, reason: str, events: Events) -> None:
-    """Run `[daemon] notify_command` on DONE, STUCK and HALT; never fatal."""
-    command = config.daemon.notify_command
-    if not command:
-        return
-    result = run_command(
-        command,
-        cwd=config.root,
-        timeout=30,
-        extra_env={"SODA_EVENT": event, "SODA_ITERATION": str(iteration), "SODA_REASON": reason},
-    )
-    if not result.ok:
-        events.emit("notify.failed", {"command": command, "output": result.output[-500:]})
 
 
 # --- working windows -----------------------------------------------------------

@@ -34,9 +34,9 @@ from typing import Any
 from apscheduler.schedulers.background import BackgroundScheduler
 
 from soda.config import load
-from soda.daemon.parts import LOG_NAME, in_window, keep_watching, notify, parse_windows
+from soda.daemon.parts import LOG_NAME, in_window, keep_watching, parse_windows
 from soda.errors import SodaError, UserError
-from soda.events import Events
+from soda.events import Events, notify
 from soda.human.write import inbox_dir
 from soda.loop.run import Ending, run_iteration
 from soda.loop.wake import nothing_new

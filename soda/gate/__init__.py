@@ -11,20 +11,17 @@ from __future__ import annotations
 
 import contextlib
 import hashlib
-from typing import TYPE_CHECKING
 
 from sqlite_utils import Database
 
 from soda.config import Config
+from soda.events import Events
 from soda.gate.rules import own_modules
 from soda.gate.runner import TestReport, report_kind, run_tests
 from soda.repo.checkouts import Checkouts
 from soda.repo.workspace import branch_head, tree_of
 from soda.store import test_results
 from soda.system.jail import Jail
-
-if TYPE_CHECKING:
-    from soda.loop.session import Session
 
 
 def setup_key(config: Config, jail: Jail) -> str:
@@ -77,19 +74,23 @@ def tested(
     return report, False
 
 
-def milestone_tests(session: Session) -> TestReport:
-    """The milestone tip's tests on a clean checkout (cached by tree id)."""
-    tip = branch_head(session.repo, session.milestone.branch)
-    report, _ = tested(session.config, session.jail, session.db, session.checkouts, tip)
+def milestone_tests(
+    config: Config, jail: Jail, db: Database, checkouts: Checkouts, branch: str
+) -> TestReport:
+    """The tests of `branch`'s tip (the milestone's) on a clean checkout (cached by tree id)."""
+    tip = branch_head(checkouts.repo, branch)
+    report, _ = tested(config, jail, db, checkouts, tip)
     return report
 
 
-def confirm_done(session: Session) -> str | None:
+def confirm_done(
+    config: Config, jail: Jail, db: Database, checkouts: Checkouts, branch: str, events: Events
+) -> str | None:
     """Before DONE is recorded: the milestone tip's tests, on a clean checkout,
     must pass. None when they do, else the reason DONE is refused."""
-    session.jail.ensure_available()
-    report = milestone_tests(session)
-    session.events.emit("done.tests", {"summary": report.summary()})
+    jail.ensure_available()
+    report = milestone_tests(config, jail, db, checkouts, branch)
+    events.emit("done.tests", {"summary": report.summary()})
     if report.timed_out:
         return "DONE refused: the tests time out on the milestone tip"
     if report.detailed and report.failed:

@@ -41,7 +41,7 @@ from soda.human.routing import Route
 from soda.store import human_inputs
 
 if TYPE_CHECKING:
-    from soda.ports import Tracker
+    from soda.trace import Tracker
 
 __all__ = [
     "ControlAction",

@@ -20,7 +20,7 @@ from soda.events import Events
 from soda.store import questions
 
 if TYPE_CHECKING:
-    from soda.ports import Tracker
+    from soda.trace import Tracker
 
 
 def apply_input(item: HumanInput, tracker: Tracker, spec_path: Path) -> str:

@@ -11,7 +11,6 @@ its reason and the original plan goes on waiting, a good one is the plan that ru
 
 from __future__ import annotations
 
-import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
@@ -26,6 +25,7 @@ from soda.human import routing
 from soda.human.routing import Route
 from soda.repo.milestone import milestone_name
 from soda.store import tasks
+from soda.system.clock import SYSTEM_CLOCK, Clock
 from soda.trace import SqliteTracker
 
 if TYPE_CHECKING:
@@ -67,12 +67,13 @@ def await_approval(
     say: Callable[[str], None],
     should_stop: Callable[[], bool],
     poll_seconds: float = 0.5,
+    clock: Clock = SYSTEM_CLOCK,
 ) -> Verdict:
     """Block until a person approves or rejects iteration `number`'s plan (or, with
     a string `subject`, whatever it describes: a merge the gate may not make on its
     own), the timeout passes, or `should_stop` says so. Reads the same queue as SENSE."""
     timeout = config.approval.timeout
-    deadline = time.monotonic() + timeout
+    deadline = clock.monotonic() + timeout
     if isinstance(subject, str):
         what, data = subject, {"iteration": number, "subject": subject}
     else:
@@ -93,9 +94,9 @@ def await_approval(
             return edited
         if should_stop():
             return _verdict(events, number, False, "soda was asked to stop while waiting")
-        if time.monotonic() >= deadline:
+        if clock.monotonic() >= deadline:
             return _verdict(events, number, False, f"no approval within {timeout:.0f}s")
-        time.sleep(poll_seconds)
+        clock.sleep(poll_seconds)
 
 
 def _take_edit(queue: HumanQueue, config: Config, events: Events, number: int) -> Verdict | None:

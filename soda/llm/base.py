@@ -18,10 +18,9 @@ from __future__ import annotations
 import re
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
-from typing import Any
+from typing import Any, Protocol
 
 from soda.config import Price
-from soda.ports import Model as Model  # the port lives with the others
 
 EventSink = Callable[[str, dict[str, Any]], None]
 """Receives (kind, data) for provider-level events such as retries."""
@@ -198,3 +197,15 @@ def safe_response(response: ModelResponse) -> ModelResponse:
         model=without_surrogates(response.model),
         raw=without_surrogates(response.raw),
     )
+
+
+class Model(Protocol):
+    """A model provider: the one seam soda fakes in tests (`soda.llm.function`,
+    `soda.llm.scripted`, or a local server speaking the provider's HTTP API)."""
+
+    provider: str
+
+    def complete(self, request: ModelRequest) -> ModelResponse:
+        """Answer one request. Raises TransientError once retries are spent,
+        CredentialsError on a refused key, StructuralError on anything else."""
+        ...

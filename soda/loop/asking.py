@@ -30,7 +30,7 @@ import git
 from sqlite_utils import Database
 
 from soda.contracts import IterationPlan, Orientation, PlanTask
-from soda.daemon.parts import notify
+from soda.events import notify
 from soda.llm.base import Message, ToolCall, ToolResult
 from soda.repo.workspace import Workspace
 from soda.store import questions

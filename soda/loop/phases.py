@@ -101,7 +101,14 @@ def decide_phase(
 def confirm_phase(session: Session, decision: Decision, say: Printer) -> Decision:
     """DONE is not taken on the assessor's word: the milestone tip's tests run on
     a clean checkout first; failures turn it back into work for the next iteration."""
-    refused = confirm_done(session)
+    refused = confirm_done(
+        session.config,
+        session.jail,
+        session.db,
+        session.checkouts,
+        session.milestone.branch,
+        session.events,
+    )
     if refused is not None:
         return Decision(Kind.CONTINUE, refused, outcome="done_refused")
     root = session.tracker.show(session.milestone.root_task_id)

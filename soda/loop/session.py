@@ -29,17 +29,16 @@ from soda.llm import make_model
 from soda.llm.base import Model
 from soda.loop.context import Iteration, IterationRecord
 from soda.loop.recovery import recover
-from soda.ports import Clock
 from soda.repo.checkouts import Checkouts
 from soda.repo.git import open_repo
 from soda.repo.milestone import milestone_branch, milestone_name
 from soda.store import learnings, open_db, runs
 from soda.system import proc
-from soda.system.clock import SystemClock
+from soda.system.clock import Clock, SystemClock
 from soda.system.jail import Jail
 from soda.system.lifecycle import ActivityFile
 from soda.system.lock import acquire_lock
-from soda.trace import SqliteTracker
+from soda.trace import SqliteTracker, Tracker
 
 
 @dataclass
@@ -62,7 +61,7 @@ class Session:
     db: Database
     events: Events
     model: Model
-    tracker: SqliteTracker
+    tracker: Tracker
     recorder: CallRecorder
     runner: AgentRunner
     milestone: Milestone
@@ -178,7 +177,7 @@ class Session:
         return Iteration(number, IterationRecord(self.db, iteration_id, number))
 
 
-def start_milestone(config: Config, repo: Repo, tracker: SqliteTracker) -> Milestone:
+def start_milestone(config: Config, repo: Repo, tracker: Tracker) -> Milestone:
     """Create the milestone branch from the base branch if missing (resume it if
     present), and the root Trace task from the spec."""
     base = config.project.base_branch

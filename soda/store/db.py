@@ -12,18 +12,16 @@ from __future__ import annotations
 import json
 import sqlite3
 import threading
-from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
 from sqlite_utils import Database
 
 from soda.store.migrations import migrate
+from soda.system.clock import utc_now
 
-
-def now() -> str:
-    """Current UTC time as an ISO-8601 string, the format of every timestamp column."""
-    return datetime.now(UTC).isoformat(timespec="milliseconds")
+now = utc_now
+"""Current UTC time as an ISO-8601 string, the format of every timestamp column."""
 
 
 class SharedConnection(sqlite3.Connection):

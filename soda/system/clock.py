@@ -1,20 +1,39 @@
-"""The real clock (the `Clock` port in soda.ports): wall time for records,
-monotonic time for deadlines, and sleeping while waiting for a person."""
+"""Time, behind one seam: wall time for records, monotonic time for deadlines,
+and the sleep of every wait (a person's approval, a stopping daemon, `soda events
+-f`). `Clock` is what those waits take; `SystemClock` the real one.
+"""
 
 from __future__ import annotations
 
 import time
+from datetime import UTC, datetime
+from typing import Protocol
 
-from soda.store.db import now
+
+def utc_now() -> str:
+    """Current UTC time as an ISO-8601 string, the format of every timestamp column."""
+    return datetime.now(UTC).isoformat(timespec="milliseconds")
+
+
+class Clock(Protocol):
+    def now(self) -> str:
+        """ISO-8601 UTC."""
+        ...
+
+    def monotonic(self) -> float: ...
+    def sleep(self, seconds: float) -> None: ...
 
 
 class SystemClock:
     def now(self) -> str:
-        """ISO-8601 UTC, the format of every timestamp column."""
-        return now()
+        return utc_now()
 
     def monotonic(self) -> float:
         return time.monotonic()
 
     def sleep(self, seconds: float) -> None:
         time.sleep(seconds)
+
+
+SYSTEM_CLOCK = SystemClock()
+"""The default for a wait that is not handed another clock."""

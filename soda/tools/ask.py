@@ -2,7 +2,7 @@
 answer.
 
 The tool stores the question through `ask` (which also announces it) and
-suspends the run (`soda.agent.runtime.Suspended`); the runner hands `keep` the
+suspends the run (`soda.tools.toolbox.Suspended`); the runner hands `keep` the
 conversation so far, so the run can go on later with the person's answer as
 this call's result instead of starting again.
 """
@@ -12,10 +12,9 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-from soda.agent.runtime import Suspended
 from soda.llm.base import Message, ToolResult, ToolSpec
 from soda.tools.sandbox import ToolError
-from soda.tools.toolbox import Tool, object_schema
+from soda.tools.toolbox import Suspended, Tool, object_schema
 
 Ask = Callable[[str], int]
 """Stores and announces a question; returns its id."""

@@ -5,7 +5,8 @@ model's arguments against the spec's JSON Schema and turns every failure (an
 unknown tool, bad arguments, a `ToolError`, any other exception) into an error
 outcome with a one-line message: one bad tool call must not kill the agent.
 `clip_result` bounds what any result shows the model (`[context]
-tool_result_chars`; the runtime applies it).
+tool_result_chars`; the runtime applies it). `Suspended` is the one exception a
+tool may let through: the control flow of a call that waits for a person.
 """
 
 from __future__ import annotations
@@ -17,10 +18,26 @@ from typing import Any
 from jsonschema import Draft202012Validator
 from jsonschema.exceptions import best_match
 
-from soda.llm.base import ToolSpec
+from soda.llm.base import Message, ToolResult, ToolSpec
 from soda.tools.sandbox import ToolError
 
 MAX_ERROR_CHARS = 500
+
+
+class Suspended(BaseException):
+    """Raised by a tool whose call needs an answer from outside the run (a
+    person's, for `ask_human`): the run stops, and before it does the runner hands
+    `keep` the conversation so far, the results of the turn's earlier calls and
+    the id of the waiting call, so that `run(..., resume=...)` can go on with the
+    answer as that call's result. A BaseException: the toolbox turns every error
+    into a tool result, and this is not an error."""
+
+    def __init__(
+        self, reason: str, keep: Callable[[list[Message], list[ToolResult], str], None]
+    ) -> None:
+        super().__init__(reason)
+        self.reason = reason
+        self.keep = keep
 
 
 @dataclass(frozen=True)

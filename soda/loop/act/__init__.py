@@ -29,11 +29,11 @@ from soda.gate.runner import TestReport
 from soda.human.approval import Verdict, await_approval, needs_approval
 from soda.loop.act.execute import ExecutionReport, TaskOutcome, execute_plan
 from soda.loop.act.records import skipped_recorder
-from soda.loop.act.task import PlanRun, TaskWaiting
+from soda.loop.act.task import PlanRun
 from soda.loop.context import Iteration
 from soda.loop.session import Session
 
-__all__ = ["ActResult", "TaskOutcome", "TaskWaiting", "act"]
+__all__ = ["ActResult", "TaskOutcome", "act"]
 
 FAILURE_ORDER = ("rejected", "gate_failed", "conflict")
 """Which failure names an iteration in which nothing merged, most telling first."""
@@ -80,7 +80,9 @@ def act(
             return ActResult("rejected", verdict.reason)
         plan = verdict.plan or plan  # the plan as a person edited it (approve --edit)
     session.jail.ensure_available()  # no jail, no agent commands (unless mode = none)
-    baseline = milestone_tests(session)
+    baseline = milestone_tests(
+        session.config, session.jail, session.db, session.checkouts, session.milestone.branch
+    )
     session.events.emit("act.baseline", {"summary": baseline.summary()})
     _check_baseline(baseline)
     run = PlanRun(
@@ -172,6 +174,7 @@ def _wait_for_person(
         subject,
         say,
         lambda: session.stop_requested,
+        clock=session.clock,
     )
 
 

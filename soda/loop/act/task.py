@@ -30,7 +30,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from soda.agent.definition import load_agent
-from soda.agent.runtime import AgentRunner, Suspended
+from soda.agent.runtime import AgentRunner
 from soda.contracts import ExecuteResult, IterationPlan, PlanTask
 from soda.errors import InputError, Interrupted
 from soda.gate.runner import TestReport
@@ -45,20 +45,12 @@ from soda.loop.session import Session
 from soda.repo.workspace import Workspace
 from soda.tools import worktree_tools
 from soda.tools.sandbox import Sandbox
+from soda.tools.toolbox import Suspended
 
 CANCEL_CHECK_S = 1.0
 """Least seconds between two looks into the inbox for a `cancel` while tasks run."""
 PREVIEW = 200
 """Characters of a summary or reason shown in an event."""
-
-
-class TaskWaiting(Exception):
-    """Raised from an executor run that asked a person and must wait for the
-    answer: the task ends `waiting`, its work tree and branch kept."""
-
-    def __init__(self, question: str) -> None:
-        super().__init__(question)
-        self.question = question
 
 
 @dataclass
@@ -225,7 +217,7 @@ class PlanRun:
                 if self.stopping():
                     raise
                 return Attempt("cancelled", "cancelled by a person while it ran")
-            except (TaskWaiting, Suspended) as waiting:
+            except Suspended as waiting:
                 session.checkouts.keep(ws)
                 kept = True
                 return Attempt("waiting", str(waiting), workspace=ws)
