@@ -26,6 +26,8 @@
 Only `soda.cli.main` turns these into messages and exit codes. Everything else raises
 them, with `raise ... from exc` when translating a foreign exception, so the
 original cause survives for the log.
+
+May import: nothing of soda.
 """
 
 from __future__ import annotations

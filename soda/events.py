@@ -2,7 +2,10 @@
 in `state/logs/events.jsonl`, so both SQL and `tail -f` can follow soda; and,
 in the same process, the listeners that follow them live (`soda run`'s progress).
 `notify` runs the person's `[daemon] notify_command` for the moments that need
-them (DONE, STUCK, HALT, a question)."""
+them (DONE, STUCK, HALT, a question).
+
+May import: config, errors, store, system.
+"""
 
 from __future__ import annotations
 

@@ -6,6 +6,8 @@ change refreshes `updated_at`. Comments carry their author: an agent's name,
 `soda`, or `human`. `Tracker` is the seam everyone else is typed against;
 `SqliteTracker` its one implementation (the Trace of a future forge, e.g. a
 project's issue tracker, would be a second).
+
+May import: config, errors, store.
 """
 
 from __future__ import annotations

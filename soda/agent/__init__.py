@@ -1,0 +1,9 @@
+"""Agents: an agent is data (`agents/NAME.md`: prompt, contract, tools, model
+tier), loaded by `definition.py` and run by `runtime.py` (the tool loop, the
+soft-failure rules, the final answer checked against its contract). Beside them:
+`condense.py` (older tool results as one-line summaries), `recorder.py` (every
+model call stored, the iteration's totals) and `budget.py` (the limits). An
+executor backend that is not soda's own tool loop goes in `agent/backends/`.
+
+May import: config, contracts, errors, events, llm, repo, store, system, tools.
+"""

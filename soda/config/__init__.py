@@ -4,6 +4,8 @@ A config is loaded from a file, validated strictly (unknown keys are errors, so 
 misspelling never silently falls back to a default) and resolved against the
 directory that holds it. Problems are reported one line each, naming the key and
 the line it sits on.
+
+May import: errors.
 """
 
 from __future__ import annotations

@@ -19,6 +19,8 @@ Layout: `base` (the `Contract` base model, shared types), `claims` (SENSE),
 `execute` (the executor), `retry` (the retrier), `human` (a person's input),
 `schema` (the registry of named contracts, schema files and validation).
 Everything is re-exported here.
+
+May import: config, errors.
 """
 
 from __future__ import annotations

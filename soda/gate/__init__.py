@@ -5,6 +5,8 @@
     rules.py    what must hold before a commit merges (gate, infrastructure_changes)
     here        `tested`: results cached by tree id; the milestone tip's tests;
                 `confirm_done`
+
+May import: config, contracts, errors, events, repo, store, system.
 """
 
 from __future__ import annotations

@@ -22,6 +22,8 @@ about it. Nothing outside this package reads `state/inbox/`.
 
 `HumanQueue` is the one implementation of the `HumanQueue` port; the rows'
 SQL lives in `soda.store.human_inputs`.
+
+May import: config, contracts, errors, events, repo, store, system, trace.
 """
 
 from __future__ import annotations

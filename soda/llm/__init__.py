@@ -1,4 +1,7 @@
-"""Model providers behind one protocol (`soda.llm.base.Model`), chosen in soda.toml."""
+"""Model providers behind one protocol (`soda.llm.base.Model`), chosen in soda.toml.
+
+May import: config, errors.
+"""
 
 from __future__ import annotations
 

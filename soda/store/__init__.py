@@ -1,4 +1,7 @@
-"""soda's state in one SQLite file: connection, migrations, queries."""
+"""soda's state in one SQLite file: connection, migrations, queries.
+
+May import: config, errors, llm, system.
+"""
 
 from soda.store.db import Database, now, open_db
 

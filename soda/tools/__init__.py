@@ -5,6 +5,8 @@ worktree) write, edit and run commands, all confined to one directory.
 Two toolboxes are built here: `read_only_tools` for ORIENT's agents and
 `worktree_tools` for the executor. The terminal tools (submit, cannot_complete)
 belong to the runtime, not here.
+
+May import: config, errors, gate, llm, repo, system.
 """
 
 from __future__ import annotations
