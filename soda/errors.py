@@ -23,9 +23,17 @@
         ├── DatabaseTooNew     state/soda.db was written by a newer soda
         └── GitError           a git operation failed in a way soda cannot route around
 
-Only `soda.cli.main` turns these into messages and exit codes. Everything else raises
-them, with `raise ... from exc` when translating a foreign exception, so the
-original cause survives for the log.
+Only the CLI (`soda.cli.app.handled`) and the daemon's top level turn these into
+messages and exit codes. Everything else raises them, with `raise ... from exc`
+when translating a foreign exception, so the original cause survives for the log.
+
+Outside the tree, four exceptions are control flow inside one room, never seen
+above it: `soda.tools.toolbox.Suspended` (a tool call waits for a person: the
+agent run stops and keeps its conversation), `soda.tools.sandbox.ToolError` (a
+tool call the model got wrong: its message goes back to the model),
+`soda.human.parse.Rejection` (an inbox file is unusable: it moves to rejected/
+with its reason) and `soda.llm.retry.RetryableError` (one failed attempt, a
+TransientError consumed by the provider's retries).
 
 May import: nothing of soda.
 """

@@ -34,16 +34,22 @@ __all__ = [
 STATUSES: tuple[str, ...] = ("open", "in_progress", "blocked", "closed")
 
 
+TaskList = list[Task]
+CommentList = list[Comment]
+"""Aliases for annotations inside the tracker classes, whose `list` method
+would otherwise shadow the builtin there."""
+
+
 class Tracker(Protocol):
     """Trace: the task tree of one milestone, as the loop and the human queue use it."""
 
     def show(self, task_id: int) -> Task: ...
-    def list(self, status: str | None = None, limit: int | None = None) -> list[Task]: ...
+    def list(self, status: str | None = None, limit: int | None = None) -> TaskList: ...
     def root(self) -> Task | None: ...
-    def ready(self) -> list[Task]: ...
-    def comments(self, task_id: int, limit: int | None = None) -> list[Comment]: ...
-    def recent_comments(self, limit: int) -> list[Comment]: ...
-    def recently_closed(self, limit: int) -> list[Task]: ...
+    def ready(self) -> TaskList: ...
+    def comments(self, task_id: int, limit: int | None = None) -> CommentList: ...
+    def recent_comments(self, limit: int) -> CommentList: ...
+    def recently_closed(self, limit: int) -> TaskList: ...
     def create(
         self,
         title: str,
@@ -81,7 +87,7 @@ class SqliteTracker:
             raise InputError(f"no task {task_id} in milestone {self.milestone}")
         return task
 
-    def list(self, status: str | None = None, limit: int | None = None) -> list[Task]:
+    def list(self, status: str | None = None, limit: int | None = None) -> TaskList:
         if status is not None and status not in STATUSES:
             raise InputError(f"unknown status {status!r}; use one of {', '.join(STATUSES)}")
         return task_rows.of_milestone(self.db, self.milestone, status, limit)
@@ -89,7 +95,7 @@ class SqliteTracker:
     def root(self) -> Task | None:
         return task_rows.root(self.db, self.milestone)
 
-    def ready(self) -> list[Task]:
+    def ready(self) -> TaskList:
         """Open tasks. The root (the whole spec) counts only while it has no unclosed
         children, since it is worked through them."""
         tasks = self.list()
@@ -103,14 +109,14 @@ class SqliteTracker:
             if t.status == "open" and not (root and t.id == root.id and open_children)
         ]
 
-    def comments(self, task_id: int, limit: int | None = None) -> list[Comment]:
+    def comments(self, task_id: int, limit: int | None = None) -> CommentList:
         self.show(task_id)
         return task_rows.comments(self.db, task_id, limit)
 
-    def recent_comments(self, limit: int) -> list[Comment]:
+    def recent_comments(self, limit: int) -> CommentList:
         return task_rows.recent_comments(self.db, self.milestone, limit)
 
-    def recently_closed(self, limit: int) -> list[Task]:
+    def recently_closed(self, limit: int) -> TaskList:
         return task_rows.recently_closed(self.db, self.milestone, limit)
 
     # --- writing ---------------------------------------------------------------
