@@ -8,7 +8,13 @@ header's `stable` list, by default the spec) first, then the rest in declared
 order, then anything situational; the message says where the stable part ends
 (`Message.stable_chars`) so a provider can cache it apart from this iteration's
 claims. Values render compactly: an object with `prompt_text()` (the claims) as
-that text, other structures as one-line JSON."""
+that text, other structures as one-line JSON.
+
+An agent knows its output type, in the spirit of pydantic-ai's `Agent[Deps,
+Output]`: `load_agent("verifier", Verification)` is an `Agent[Verification]`,
+and running it gives an `Answer[Verification]`. Loading checks that the type
+given is the model of the contract the file declares (a StructuralError names
+both otherwise); without a type, the agent is typed by the base `Contract`."""
 
 from __future__ import annotations
 
@@ -16,25 +22,31 @@ import json
 import tomllib
 from dataclasses import dataclass
 from functools import cache
-from typing import Any, Literal
+from typing import Any, Generic, Literal, TypeVar, overload
 
 from pydantic import BaseModel
 
 from soda.config.resources import resource_dir
-from soda.contracts import load_schema
+from soda.contracts import CONTRACTS, Contract, load_schema
 from soda.errors import StructuralError
 from soda.llm.base import Message, ToolSpec
 
 SUBMIT = "submit"
 GIVE_UP = "cannot_complete"
 
+OutputT = TypeVar("OutputT", bound=Contract, covariant=True)
+"""The model an agent's answer is validated into (its contract's)."""
+T = TypeVar("T", bound=Contract)
+
 
 @dataclass(frozen=True)
-class Agent:
-    """One agent, as declared by its file in agents/."""
+class Agent(Generic[OutputT]):
+    """One agent, as declared by its file in agents/, with its output type."""
 
     name: str
     contract: str
+    output_type: type[OutputT]
+    """The pydantic model of `contract`: what `submit` is validated into."""
     tools: Literal["none", "read_only", "worktree"]
     tier: Literal["strong", "fast"]
     inputs: tuple[str, ...]
@@ -45,9 +57,30 @@ class Agent:
     as the cacheable part of the first message."""
 
 
+@overload
+def load_agent(name: str) -> Agent[Contract]: ...
+
+
+@overload
+def load_agent(name: str, output_type: type[T]) -> Agent[T]: ...
+
+
+def load_agent(name: str, output_type: type[Contract] | None = None) -> Agent[Contract]:
+    """Read agents/NAME.md: TOML front matter between `+++` lines, then the prompt.
+
+    `output_type` must be the model of the contract the file declares (StructuralError
+    naming both otherwise); without it the agent is typed by the base Contract."""
+    agent = _load(name)
+    if output_type is not None and output_type is not agent.output_type:
+        raise StructuralError(
+            f"agent {name} declares contract {agent.contract!r} "
+            f"({agent.output_type.__name__}), but was loaded as {output_type.__name__}"
+        )
+    return agent
+
+
 @cache
-def load_agent(name: str) -> Agent:
-    """Read agents/NAME.md: TOML front matter between `+++` lines, then the prompt."""
+def _load(name: str) -> Agent[Contract]:
     path = resource_dir("agents") / f"{name}.md"
     try:
         text = path.read_text(encoding="utf-8")
@@ -56,6 +89,7 @@ def load_agent(name: str) -> Agent:
         return Agent(
             name=meta["name"],
             contract=meta["contract"],
+            output_type=_model(meta["contract"]),
             tools=meta["tools"],
             tier=meta["tier"],
             inputs=tuple(meta["inputs"]),
@@ -67,7 +101,13 @@ def load_agent(name: str) -> Agent:
         raise StructuralError(f"agent definition {path} is unreadable: {exc}") from exc
 
 
-def terminal_tools(agent: Agent) -> list[ToolSpec]:
+def _model(contract: str) -> type[Contract]:
+    if contract not in CONTRACTS:
+        raise ValueError(f"unknown contract {contract!r}; known: {', '.join(sorted(CONTRACTS))}")
+    return CONTRACTS[contract]
+
+
+def terminal_tools(agent: Agent[Contract]) -> list[ToolSpec]:
     schema = {k: v for k, v in load_schema(agent.contract).items() if not k.startswith("$id")}
     schema.pop("$schema", None)
     schema.pop("title", None)
@@ -99,12 +139,12 @@ def terminal_tools(agent: Agent) -> list[ToolSpec]:
     return tools
 
 
-def render_inputs(agent: Agent, inputs: dict[str, Any]) -> str:
+def render_inputs(agent: Agent[Contract], inputs: dict[str, Any]) -> str:
     """The first user message's text (see `first_message`)."""
     return first_message(agent, inputs).text
 
 
-def first_message(agent: Agent, inputs: dict[str, Any]) -> Message:
+def first_message(agent: Agent[Contract], inputs: dict[str, Any]) -> Message:
     """The first user message: each input under its own heading, the stable ones
     first; `stable_chars` marks where they end."""
     missing = [name for name in agent.inputs if name not in inputs]

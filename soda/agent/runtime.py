@@ -26,16 +26,19 @@ Context stays bounded (`[context]`): every tool result is clipped to
 executor session's estimated size passes `executor_session_tokens` its older
 tool results become one-line summaries, the latest KEEP_WHOLE kept whole (event
 `agent.condensed`). Each run is framed by `agent.start` and `agent.end` events.
+
+Typed: an `Agent[Verification]` (see `load_agent`) runs to an
+`Answer[Verification]`, its output validated into the agent's own model.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass, replace
-from typing import Any, Protocol
+from typing import Any, Generic, Protocol
 
 from soda.agent.condense import condense, estimated_tokens, history_size
-from soda.agent.definition import GIVE_UP, SUBMIT, Agent, first_message, terminal_tools
+from soda.agent.definition import GIVE_UP, SUBMIT, Agent, OutputT, T, first_message, terminal_tools
 from soda.config import Config
 from soda.contracts import Contract, validate
 from soda.errors import (
@@ -43,6 +46,7 @@ from soda.errors import (
     Interrupted,
     ModelGaveUp,
     PromptTooLong,
+    StructuralError,
     Violation,
 )
 from soda.llm.base import (
@@ -85,20 +89,30 @@ class Recorder(Protocol):
         `agent.condensed`."""
 
 
-@dataclass
-class Answer:
+@dataclass(frozen=True)
+class Answer(Generic[OutputT]):
     """What an agent run produced: a validated output, or the reason it gave up."""
 
-    output: Contract | None
+    output: OutputT | None
+    """None when the agent gave up, which only one that may give up (the
+    executor) can do: any other's run answers or raises."""
     gave_up: str | None
     turns: int
 
+    @property
+    def value(self) -> OutputT:
+        """The output of an agent that answered; StructuralError if it gave up
+        (a caller's mistake: check `output` for an agent that may give up)."""
+        if self.output is None:
+            raise StructuralError(f"an answer was expected, but the agent gave up: {self.gave_up}")
+        return self.output
+
 
 @dataclass
-class _Conversation:
+class _Conversation(Generic[T]):
     """One agent run's moving parts: what is sent on the next turn."""
 
-    agent: Agent
+    agent: Agent[T]
     model: str
     tools: list[ToolSpec]
     messages: list[Message]
@@ -119,11 +133,11 @@ class AgentRunner:
 
     def run(
         self,
-        agent: Agent,
+        agent: Agent[T],
         inputs: dict[str, Any],
         toolbox: Toolset | None,
         resume: list[Message] | None = None,
-    ) -> Answer:
+    ) -> Answer[T]:
         """The agent's validated answer. Raises ContractViolation when the answer
         breaks the contract, and ModelGaveUp when the model failed twice in an
         ordinary way; an agent that may give up (the executor) gets an Answer
@@ -154,7 +168,7 @@ class AgentRunner:
                 "agent.end", {"agent": agent.name, "turns": conversation.turn, "outcome": outcome}
             )
 
-    def _converse(self, conversation: _Conversation, toolbox: Toolset | None) -> Answer:
+    def _converse(self, conversation: _Conversation[T], toolbox: Toolset | None) -> Answer[T]:
         agent, messages = conversation.agent, conversation.messages
         max_turns = self.config.model.max_turns
         reminded = False
@@ -193,7 +207,7 @@ class AgentRunner:
                 self._keep_within_budget(conversation)
         return self._last_turn(conversation, max_turns)
 
-    def _keep_within_budget(self, conversation: _Conversation) -> None:
+    def _keep_within_budget(self, conversation: _Conversation[T]) -> None:
         """Past [context] executor_session_tokens, older tool results become
         one-line summaries (the latest KEEP_WHOLE stay whole)."""
         agent, messages = conversation.agent, conversation.messages
@@ -220,7 +234,7 @@ class AgentRunner:
             },
         )
 
-    def _last_turn(self, conversation: _Conversation, max_turns: int) -> Answer:
+    def _last_turn(self, conversation: _Conversation[T], max_turns: int) -> Answer[T]:
         """Out of turns: one more, in which only the answer (or giving up) counts."""
         agent = conversation.agent
         allowed = (SUBMIT, GIVE_UP) if agent.can_give_up else (SUBMIT,)
@@ -229,7 +243,7 @@ class AgentRunner:
         response = self._ask(conversation, max_turns + 1, must_call=allowed)
         answer = self._terminal(agent, response, max_turns + 1)
         if answer is not None and answer.gave_up is not None:
-            answer.gave_up = f"turn limit ({max_turns} turns): {answer.gave_up}"
+            answer = replace(answer, gave_up=f"turn limit ({max_turns} turns): {answer.gave_up}")
         if answer is not None:
             return answer
         raise ModelGaveUp(
@@ -240,7 +254,7 @@ class AgentRunner:
         )
 
     def _ask(
-        self, conversation: _Conversation, turn: int, must_call: tuple[str, ...] = ()
+        self, conversation: _Conversation[T], turn: int, must_call: tuple[str, ...] = ()
     ) -> ModelResponse:
         """One turn's model call, recorded, with its two second chances: a
         condensed history for a prompt too long, a higher limit for an answer cut
@@ -316,12 +330,13 @@ class AgentRunner:
             conversation.max_tokens = higher
             raised = True
 
-    def _terminal(self, agent: Agent, response: ModelResponse, turn: int) -> Answer | None:
+    def _terminal(self, agent: Agent[T], response: ModelResponse, turn: int) -> Answer[T] | None:
         for call in response.tool_calls:
             if call.name == GIVE_UP and agent.can_give_up:
-                return Answer(output=None, gave_up=str(call.input.get("reason", "")), turns=turn)
+                reason = str(call.input.get("reason", ""))
+                return Answer(output=None, gave_up=reason, turns=turn)
             if call.name == SUBMIT:
-                result = validate(agent.contract, call.input)
+                result = validate(agent.contract, call.input, agent.output_type)
                 if isinstance(result, Violation):
                     raise ContractViolation(result, raw=call.input, agent=agent.name)
                 return Answer(output=result, gave_up=None, turns=turn)
@@ -337,7 +352,7 @@ class AgentRunner:
         return ToolResult(call_id, content, is_error=outcome.is_error)
 
 
-def last_turn_prompt(agent: Agent, max_turns: int) -> str:
+def last_turn_prompt(agent: Agent[Contract], max_turns: int) -> str:
     """What the model is told on the turn after its last one."""
     ask = (
         "call `submit` now if the task is done, or `cannot_complete` saying what is left"

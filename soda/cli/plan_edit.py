@@ -60,12 +60,11 @@ def checked(text: str, db: Database, config: Config) -> IterationPlan:
             f"edited plan refused: invalid JSON at line {exc.lineno}, column {exc.colno}: "
             f"{exc.msg}; {KEEP}"
         ) from None
-    plan = validate("plan", data)
+    plan = validate("plan", data, IterationPlan)
     if isinstance(plan, Violation):
         raise InputError(
             f"edited plan refused: plan contract violated at {plan.path}: {plan.message}; {KEEP}"
         )
-    assert isinstance(plan, IterationPlan)
     problems = edit_problems(plan, db, config)
     if problems:
         raise InputError(f"edited plan refused: {'; '.join(problems)}; {KEEP}")

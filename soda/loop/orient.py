@@ -14,8 +14,10 @@ Trace tasks) is `apply_orientation`.
 
 from __future__ import annotations
 
-from soda.agent.definition import load_agent
-from soda.agent.runtime import Suspended
+from typing import TypeVar
+
+from soda.agent.definition import Agent, load_agent
+from soda.agent.runtime import Suspended, Toolset
 from soda.contracts import Assessment, Claims, IterationPlan, Orientation, Planning, Verification
 from soda.contracts.orient import LearningVerdict
 from soda.contracts.plan_dag import plan_problems
@@ -37,6 +39,9 @@ from soda.tools import read_only_tools
 from soda.tools.sandbox import Sandbox
 
 PLAN_REPAIRS = 3
+
+Plans = TypeVar("Plans", Orientation, Planning)
+"""What an agent that plans answers: the orienter's Orientation, the planner's Planning."""
 
 
 def orient(session: Session, claims: Claims, number: int) -> Orientation:
@@ -73,21 +78,17 @@ def _tip_tests(session: Session, tip: str) -> tuple[TestReport, bool]:
     return tested(session.config, session.jail, session.db, session.checkouts, tip)
 
 
-def _single(session: Session, inputs: dict, tools: object, known: set[int]) -> Orientation:
-    orientation = _until_valid(session, "orienter", inputs, tools, known)
-    assert isinstance(orientation, Orientation)
-    return orientation
+def _single(session: Session, inputs: dict, tools: Toolset, known: set[int]) -> Orientation:
+    return _until_valid(session, load_agent("orienter", Orientation), inputs, tools, known)
 
 
 def _split(
-    session: Session, inputs: dict, tools: object, known: set[int], for_planner: dict
+    session: Session, inputs: dict, tools: Toolset, known: set[int], for_planner: dict
 ) -> Orientation:
     run = session.runner.run
-    verification = run(load_agent("verifier"), inputs, tools).output  # type: ignore[arg-type]
-    assert isinstance(verification, Verification)
+    verification = run(load_agent("verifier", Verification), inputs, tools).value
     inputs = {**inputs, "verification": verification}
-    assessment = run(load_agent("assessor"), inputs, tools).output  # type: ignore[arg-type]
-    assert isinstance(assessment, Assessment)
+    assessment = run(load_agent("assessor", Assessment), inputs, tools).value
     if assessment.spec_satisfied is True:
         planning = Planning(
             actionable_work_exists=False,
@@ -113,26 +114,22 @@ def _split(
     )
 
 
-def _plan(session: Session, inputs: dict, tools: object, known: set[int]) -> Planning:
-    planning = _until_valid(session, "planner", inputs, tools, known)
-    assert isinstance(planning, Planning)
-    return planning
+def _plan(session: Session, inputs: dict, tools: Toolset, known: set[int]) -> Planning:
+    return _until_valid(session, load_agent("planner", Planning), inputs, tools, known)
 
 
 def _until_valid(
-    session: Session, name: str, inputs: dict, tools: object, known: set[int]
-) -> Orientation | Planning:
+    session: Session, agent: Agent[Plans], inputs: dict, tools: Toolset, known: set[int]
+) -> Plans:
     """Run the agent that plans until its plan passes the semantic checks: the
     problems go back to it, at most PLAN_REPAIRS times in all, then HALT."""
-    agent = load_agent(name)
     problems: list[str] = []
     for attempt in range(1, PLAN_REPAIRS + 1):
-        answer = session.runner.run(agent, _with_problems(inputs, problems), tools).output  # type: ignore[arg-type]
-        assert isinstance(answer, Orientation | Planning)
+        answer = session.runner.run(agent, _with_problems(inputs, problems), tools).value
         problems = _problems(session, answer.iteration_plan, known, attempt)
         if not problems:
             return answer
-    raise _invalid(name, problems)
+    raise _invalid(agent.name, problems)
 
 
 def _with_problems(inputs: dict, problems: list[str]) -> dict:

@@ -97,8 +97,10 @@ def _by_model(session: Session, claims: Claims) -> Choice:
     }
     try:
         answer = session.runner.run(
-            load_agent("planning_mode"), {"spec": session.spec_text(), "work": work}, None
-        ).output
+            load_agent("planning_mode", PlanningChoice),
+            {"spec": session.spec_text(), "work": work},
+            None,
+        ).value
     except (StructuralError, TransientError) as exc:
         fallback = heuristic(session.spec_text(), claims, "model")
         session.events.emit(
@@ -107,7 +109,6 @@ def _by_model(session: Session, claims: Claims) -> Choice:
         return Choice(
             "model", fallback.multi_task, f"heuristic after {type(exc).__name__}: {fallback.reason}"
         )
-    assert isinstance(answer, PlanningChoice)
     return Choice("model", answer.multi_task, answer.reason)
 
 

@@ -52,13 +52,11 @@ def advise(runner: AgentRunner, task: PlanTask, failure: Failure) -> RetryAdvice
     """The retrier's new description, or None when it could not give one."""
     try:
         answer = runner.run(
-            load_agent("retrier"),
+            load_agent("retrier", RetryAdvice),
             {"task": task.model_dump(mode="json"), "failure": failure.render()},
             None,
         )
     except ModelGaveUp:
-        return None
-    if not isinstance(answer.output, RetryAdvice):
         return None
     return answer.output
 

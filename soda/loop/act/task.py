@@ -208,7 +208,7 @@ class PlanRun:
             )  # fmt: skip
             try:
                 answer = self.runner().run(
-                    load_agent("executor"),
+                    load_agent("executor", ExecuteResult),
                     inputs,
                     tools,
                     resume=resume.messages if resume else None,
@@ -225,7 +225,6 @@ class PlanRun:
                 diffstat = self._stat_and_reset(ws)
                 return Attempt("gave_up", answer.gave_up or "gave up", diffstat=diffstat)
             result = answer.output
-            assert isinstance(result, ExecuteResult)
             commit = ws.commit_all(f"{task.title}\n\n{result.summary}\n\nSoda-Task: {task.task_id}")
             if ws.head() == ws.fork_point:
                 return Attempt("no_changes", "finished without changing files", result=result)
