@@ -14,10 +14,10 @@ Trace tasks) is `apply_orientation`.
 
 from __future__ import annotations
 
-from typing import TypeVar
+from typing import Any, TypeVar
 
 from soda.agent.definition import Agent, load_agent
-from soda.agent.runtime import Suspended, Toolset
+from soda.agent.runtime import Toolset
 from soda.contracts import Assessment, Claims, IterationPlan, Orientation, Planning, Verification
 from soda.contracts.orient import LearningVerdict
 from soda.contracts.plan_dag import plan_problems
@@ -37,10 +37,13 @@ from soda.repo.workspace import branch_head
 from soda.store import learnings
 from soda.tools import read_only_tools
 from soda.tools.sandbox import Sandbox
+from soda.tools.toolbox import Suspended
 
 PLAN_REPAIRS = 3
 
 Plans = TypeVar("Plans", Orientation, Planning)
+Inputs = dict[str, Any]
+"""An agent's inputs: JSON-able values by name."""
 """What an agent that plans answers: the orienter's Orientation, the planner's Planning."""
 
 
@@ -78,12 +81,12 @@ def _tip_tests(session: Session, tip: str) -> tuple[TestReport, bool]:
     return tested(session.config, session.jail, session.db, session.checkouts, tip)
 
 
-def _single(session: Session, inputs: dict, tools: Toolset, known: set[int]) -> Orientation:
+def _single(session: Session, inputs: Inputs, tools: Toolset, known: set[int]) -> Orientation:
     return _until_valid(session, load_agent("orienter", Orientation), inputs, tools, known)
 
 
 def _split(
-    session: Session, inputs: dict, tools: Toolset, known: set[int], for_planner: dict
+    session: Session, inputs: Inputs, tools: Toolset, known: set[int], for_planner: Inputs
 ) -> Orientation:
     run = session.runner.run
     verification = run(load_agent("verifier", Verification), inputs, tools).value
@@ -114,12 +117,12 @@ def _split(
     )
 
 
-def _plan(session: Session, inputs: dict, tools: Toolset, known: set[int]) -> Planning:
+def _plan(session: Session, inputs: Inputs, tools: Toolset, known: set[int]) -> Planning:
     return _until_valid(session, load_agent("planner", Planning), inputs, tools, known)
 
 
 def _until_valid(
-    session: Session, agent: Agent[Plans], inputs: dict, tools: Toolset, known: set[int]
+    session: Session, agent: Agent[Plans], inputs: Inputs, tools: Toolset, known: set[int]
 ) -> Plans:
     """Run the agent that plans until its plan passes the semantic checks: the
     problems go back to it, at most PLAN_REPAIRS times in all, then HALT."""
@@ -132,7 +135,7 @@ def _until_valid(
     raise _invalid(agent.name, problems)
 
 
-def _with_problems(inputs: dict, problems: list[str]) -> dict:
+def _with_problems(inputs: Inputs, problems: list[str]) -> Inputs:
     """The agent's inputs, with the last rejected plan's problems (a repair round)."""
     if not problems:
         return inputs
@@ -181,19 +184,19 @@ def apply_orientation(session: Session, orientation: Orientation, iteration_id: 
     if plan is None:
         return orientation
     bound = []
-    for task in plan.tasks:
-        if task.task_id is None:
+    for planned in plan.tasks:
+        if planned.task_id is None:
             # A plan task titled like an open task is bound to it (Trace merges).
             created = tracker.create(
-                task.title,
-                task.description,
+                planned.title,
+                planned.description,
                 parent_id=root,
-                risk=task.risk,
+                risk=planned.risk,
                 author="orient",
                 iteration_id=iteration_id,
             )
-            task = task.model_copy(update={"task_id": created.id})
-        bound.append(task)
+            planned = planned.model_copy(update={"task_id": created.id})
+        bound.append(planned)
     return orientation.model_copy(
         update={
             "iteration_plan": IterationPlan(intent=plan.intent, approach=plan.approach, tasks=bound)

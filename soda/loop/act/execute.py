@@ -121,7 +121,7 @@ def execute_plan(
             ready: list[tuple[PlanTask, list[str]]] = []
             ended: dict[str, TaskOutcome] = {}
             for task in batch:
-                reason, missing = CANCELLED, []
+                reason, missing = CANCELLED, list[str]()
                 if not cancelled():
                     reason, missing = _cascade(task, status)
                 if reason:
@@ -134,7 +134,7 @@ def execute_plan(
             else:
                 futures = {task.id: pool.submit(start, task, missing) for task, missing in ready}
                 try:
-                    errors = [f.exception() for f in futures.values() if f.exception()]
+                    errors = [e for f in futures.values() if (e := f.exception()) is not None]
                 except BaseException:
                     if stop is not None:
                         stop()
