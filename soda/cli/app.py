@@ -117,10 +117,10 @@ def queue_input(ctx: typer.Context, note: str | None = None, **fields: Any) -> N
     from soda.errors import InputError, Violation
     from soda.human.write import describe, write_input
 
-    item = validate("human_input", {k: v for k, v in fields.items() if v is not None})
+    data = {k: v for k, v in fields.items() if v is not None}
+    item = validate("human_input", data, HumanInput)
     if isinstance(item, Violation):
         raise InputError(f"{item.path}: {item.message}")
-    assert isinstance(item, HumanInput)
     path = write_input(project_of(ctx).config.state_dir, item)
     out.print(f"queued {describe(item)}  ({path.name})", markup=False)
     if note:
