@@ -21,9 +21,9 @@ LAYERS: dict[str, frozenset[str]] = {
     "contracts": _GROUND,
     "llm": _GROUND,
     # record keepers
-    "store": _GROUND | {"system", "llm"},
+    "store": _GROUND | {"system", "contracts", "llm"},
     "events": _GROUND | {"system", "store"},
-    "trace": _GROUND | {"store"},
+    "trace": _GROUND | {"contracts", "store"},
     "gate": _GROUND | {"system", "repo", "contracts", "store", "events"},
     "human": _GROUND | {"system", "repo", "contracts", "store", "events", "trace"},
     "forge": _GROUND | {"system", "repo", "contracts", "store", "events"},

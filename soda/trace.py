@@ -1,13 +1,13 @@
 """Trace: the task tracker soda keeps per milestone, in the state database.
 
-Tasks form a tree under the milestone's root task (the spec). Status is one of
-open, in_progress, blocked, closed; blocking and closing need a reason, and every
-change refreshes `updated_at`. Comments carry their author: an agent's name,
-`soda`, or `human`. `Tracker` is the seam everyone else is typed against;
-`SqliteTracker` its one implementation (the Trace of a future forge, e.g. a
-project's issue tracker, would be a second).
+Tasks form a tree under the milestone's root task (the spec). Status is a
+`TaskStatus` (open, in_progress, blocked, closed); blocking and closing need a
+reason, and every change refreshes `updated_at`. Comments carry their author: an
+agent's name, `soda`, or `human`. `Tracker` is the seam everyone else is typed
+against; `SqliteTracker` its one implementation (the Trace of a future forge,
+e.g. a project's issue tracker, would be a second).
 
-May import: config, errors, store.
+May import: config, contracts, errors, store.
 """
 
 from __future__ import annotations
@@ -16,22 +16,23 @@ from typing import Protocol
 
 from sqlite_utils import Database
 
+from soda.contracts.outcomes import TaskStatus
 from soda.errors import InputError
 from soda.store import tasks as task_rows
-from soda.store.tasks import Comment, Status, Task
+from soda.store.tasks import Comment, Task
 
 __all__ = [
     "STATUSES",
     "Comment",
     "SqliteTracker",
-    "Status",
     "Task",
+    "TaskStatus",
     "Tracker",
     "render_tree",
     "same_title",
 ]
 
-STATUSES: tuple[str, ...] = ("open", "in_progress", "blocked", "closed")
+STATUSES: tuple[TaskStatus, ...] = tuple(TaskStatus)
 
 
 TaskList = list[Task]
@@ -90,7 +91,8 @@ class SqliteTracker:
     def list(self, status: str | None = None, limit: int | None = None) -> TaskList:
         if status is not None and status not in STATUSES:
             raise InputError(f"unknown status {status!r}; use one of {', '.join(STATUSES)}")
-        return task_rows.of_milestone(self.db, self.milestone, status, limit)
+        wanted = TaskStatus(status) if status else None
+        return task_rows.of_milestone(self.db, self.milestone, wanted, limit)
 
     def root(self) -> Task | None:
         return task_rows.root(self.db, self.milestone)
@@ -101,12 +103,14 @@ class SqliteTracker:
         tasks = self.list()
         root = self.root()
         open_children = (
-            any(t.parent_id == root.id and t.status != "closed" for t in tasks) if root else False
+            any(t.parent_id == root.id and t.status != TaskStatus.CLOSED for t in tasks)
+            if root
+            else False
         )
         return [
             t
             for t in tasks
-            if t.status == "open" and not (root and t.id == root.id and open_children)
+            if t.status == TaskStatus.OPEN and not (root and t.id == root.id and open_children)
         ]
 
     def comments(self, task_id: int, limit: int | None = None) -> CommentList:
@@ -158,24 +162,35 @@ class SqliteTracker:
         return next((t for t in siblings if same_title(t.title) == wanted), None)
 
     def start(self, task_id: int) -> Task:
-        return self._move(task_id, "in_progress", None, allowed=("open", "in_progress"))
+        return self._move(
+            task_id, TaskStatus.IN_PROGRESS, None, allowed=(TaskStatus.OPEN, TaskStatus.IN_PROGRESS)
+        )
 
     def close(self, task_id: int, reason: str) -> Task:
         return self._move(
-            task_id, "closed", _reason(reason, "close"), allowed=("open", "in_progress", "blocked")
+            task_id,
+            TaskStatus.CLOSED,
+            _reason(reason, "close"),
+            allowed=(TaskStatus.OPEN, TaskStatus.IN_PROGRESS, TaskStatus.BLOCKED),
         )
 
     def block(self, task_id: int, reason: str) -> Task:
         return self._move(
-            task_id, "blocked", _reason(reason, "block"), allowed=("open", "in_progress", "blocked")
+            task_id,
+            TaskStatus.BLOCKED,
+            _reason(reason, "block"),
+            allowed=(TaskStatus.OPEN, TaskStatus.IN_PROGRESS, TaskStatus.BLOCKED),
         )
 
     def unblock(self, task_id: int) -> Task:
-        return self._move(task_id, "open", None, allowed=("blocked",))
+        return self._move(task_id, TaskStatus.OPEN, None, allowed=(TaskStatus.BLOCKED,))
 
     def reopen(self, task_id: int, reason: str) -> Task:
         return self._move(
-            task_id, "open", _reason(reason, "reopen"), allowed=("closed", "in_progress", "blocked")
+            task_id,
+            TaskStatus.OPEN,
+            _reason(reason, "reopen"),
+            allowed=(TaskStatus.CLOSED, TaskStatus.IN_PROGRESS, TaskStatus.BLOCKED),
         )
 
     def comment(
@@ -187,7 +202,7 @@ class SqliteTracker:
         return task_rows.add_comment(self.db, task_id, author, body, iteration_id)
 
     def _move(
-        self, task_id: int, status: str, reason: str | None, allowed: tuple[str, ...]
+        self, task_id: int, status: TaskStatus, reason: str | None, allowed: tuple[TaskStatus, ...]
     ) -> Task:
         task = self.show(task_id)
         if task.status not in allowed:
@@ -233,6 +248,6 @@ def render_tree(tasks: list[Task]) -> str:
 
 def _line(task: Task) -> str:
     text = f"#{task.id} [{task.status}] {task.title}"
-    if task.status in ("blocked", "closed") and task.status_reason:
+    if task.status in (TaskStatus.BLOCKED, TaskStatus.CLOSED) and task.status_reason:
         text += f" — {task.status_reason}"
     return text

@@ -51,6 +51,7 @@ def drive(
     """Run the loop, printing the milestone branch first and every merge commit
     as it lands; the result and the last merge commit of this run (or None).
     SIGTERM and SIGINT stop it as they stop the daemon (soda.system.lifecycle)."""
+    from soda.contracts.outcomes import RunStatus
     from soda.loop.run import Ending, IterationResult, run_loop
     from soda.system.lifecycle import stop_signals
 
@@ -71,7 +72,7 @@ def drive(
         with stop_signals(stop_soon):
             result = run_loop(session, watch, once=once, should_stop=lambda: session.stop_requested)
     except KeyboardInterrupt:
-        session.finish_run("interrupted", "stopped at once by a second signal")
+        session.finish_run(RunStatus.INTERRUPTED, "stopped at once by a second signal")
         number = session.next_iteration_number() - 1
         result = IterationResult(number, Ending.INTERRUPTED, "stopped at once by a second signal")
     watch.check()

@@ -18,7 +18,9 @@ Layout: `base` (the `Contract` base model, shared types), `claims` (SENSE),
 `orient` (verifier, assessor, planner, the combined orientation and the plan),
 `execute` (the executor), `retry` (the retrier), `human` (a person's input),
 `schema` (the registry of named contracts, schema files and validation).
-Everything is re-exported here.
+Everything is re-exported here, except `outcomes`: the string enums of how
+attempts, tasks, iterations and runs end and of Trace's task status, with the
+tables that translate one into another (no schema; read from its own module).
 
 May import: config, errors.
 """

@@ -34,6 +34,7 @@ from typing import Any
 from apscheduler.schedulers.background import BackgroundScheduler
 
 from soda.config import load
+from soda.contracts.outcomes import RunStatus
 from soda.daemon.parts import LOG_NAME, in_window, keep_watching, parse_windows
 from soda.errors import SodaError, UserError
 from soda.events import Events, notify
@@ -130,7 +131,7 @@ class Daemon:
         watcher = threading.Thread(target=self._watch, name="soda-watch", daemon=True)
         watcher.start()
         self.say(f"soda daemon up (pid {os.getpid()}), milestone {session.milestone.branch}")
-        status, reason, code = "stopped", "daemon stopped", 0
+        status, reason, code = RunStatus.STOPPED, "daemon stopped", 0
         try:
             while not self.stopping.is_set():
                 self._tick(session)
@@ -138,12 +139,12 @@ class Daemon:
                 self.wake.wait()
                 self.wake.clear()
         except KeyboardInterrupt:
-            status, reason = "interrupted", "stopped at once by a second signal"
+            status, reason = RunStatus.INTERRUPTED, "stopped at once by a second signal"
         except UserError as exc:
-            status, reason, code = "error", str(exc), exc.exit_code
+            status, reason, code = RunStatus.ERROR, str(exc), exc.exit_code
             self.say(f"stopped: {exc}")
         except Exception as exc:  # a bug: recorded as a crash with its error, never "stopped"
-            status, reason, code = "crashed", f"{type(exc).__name__}: {exc}", 1
+            status, reason, code = RunStatus.CRASHED, f"{type(exc).__name__}: {exc}", 1
             self.say(f"soda daemon crashed: {reason}\n{traceback.format_exc()}")
             session.events.emit("daemon.crashed", {"error": reason})
         finally:
@@ -186,12 +187,12 @@ class Daemon:
         if result.ending is Ending.CONTINUE:
             self.wake.set()  # more work: go again without waiting for a tick
         elif result.ending in (Ending.DONE, Ending.STUCK, Ending.HALT):
-            session.finish_run(result.ending.value, result.reason)
+            session.finish_run(result.ending.run_status, result.reason)
             self.idle = True
             self.say(f"{result.ending.name}: {result.reason}; idle until a person writes")
             notify(self.config, result.ending.name, result.number, result.reason, session.events)
         elif result.ending is Ending.INTERRUPTED:
-            session.finish_run("interrupted", result.reason)
+            session.finish_run(result.ending.run_status, result.reason)
             self.stopping.set()
 
     def _next_wake(self) -> str | None:

@@ -7,6 +7,7 @@ import enum
 from dataclasses import dataclass
 
 from soda.contracts import LoopStatus, Orientation
+from soda.contracts.outcomes import IterationOutcome
 
 
 class Kind(enum.Enum):
@@ -15,17 +16,24 @@ class Kind(enum.Enum):
     CONTINUE = "continue"
 
 
+_SETTLES: dict[Kind, IterationOutcome] = {
+    Kind.DONE: IterationOutcome.DONE,
+    Kind.STUCK: IterationOutcome.STUCK,
+}
+"""The outcome a decision records by itself; CONTINUE leaves it to ACT."""
+
+
 @dataclass(frozen=True)
 class Decision:
     kind: Kind
     reason: str
-    outcome: str | None = None
+    outcome: IterationOutcome | None = None
     """The iteration's outcome when the decision alone settles it (None: ACT's)."""
 
-    def settled_outcome(self) -> str | None:
+    def settled_outcome(self) -> IterationOutcome | None:
         if self.outcome is not None:
             return self.outcome
-        return None if self.kind is Kind.CONTINUE else self.kind.name.lower()
+        return _SETTLES.get(self.kind)
 
 
 @dataclass(frozen=True)

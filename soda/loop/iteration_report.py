@@ -16,6 +16,7 @@ from collections.abc import Iterator
 from typing import TYPE_CHECKING, Any
 
 from soda.contracts import IterationPlan, Orientation
+from soda.contracts.outcomes import IterationOutcome, TaskEnd
 from soda.contracts.plan_dag import batches
 from soda.errors import StructuralError
 from soda.store import questions
@@ -25,9 +26,7 @@ if TYPE_CHECKING:
 
     from soda.events import Events
 
-FAILED = frozenset({"gave_up", "failed"})
-"""Task statuses counted as failed."""
-LANDED = frozenset({"merged", "no_changes"})
+LANDED = frozenset({IterationOutcome.MERGED, IterationOutcome.NO_CHANGES})
 """ACT outcomes after which a plan counts as completed."""
 
 
@@ -36,19 +35,21 @@ def build(
     number: int,
     orientation: Orientation | None,
     act: dict[str, Any] | None,
-    outcome: str | None,
+    outcome: IterationOutcome | None,
 ) -> dict[str, Any]:
-    """The report of iteration `number` from its orientation and ACT's result."""
+    """The report of iteration `number` from its orientation and ACT's result; each
+    task's end adds to the count it is `counted_as`."""
     tasks: list[dict[str, Any]] = list((act or {}).get("tasks") or [])
-    statuses = [str(task.get("status")) for task in tasks]
+    ends = {end.value: end for end in TaskEnd}
+    counted = [ends[s].counted_as for task in tasks if (s := str(task.get("status"))) in ends]
     return {
         "outcome": outcome,
         "planned": len(tasks),
-        "done": statuses.count("completed"),
-        "failed": sum(status in FAILED for status in statuses),
-        "skipped": statuses.count("skipped") + statuses.count("cancelled"),
+        "done": counted.count("done"),
+        "failed": counted.count("failed"),
+        "skipped": counted.count("skipped"),
         "retried": sum(int(task.get("attempts") or 1) > 1 for task in tasks),
-        "waiting": statuses.count("waiting"),
+        "waiting": counted.count("waiting"),
         "open_questions": len(questions.open_questions(db)),
         "confidence": orientation.confidence if orientation else None,
     }
@@ -111,7 +112,7 @@ def conclude(
     number: int,
     orientation: Orientation | None,
     act: dict[str, Any] | None,
-    outcome: str | None,
+    outcome: IterationOutcome | None,
     cancelled: bool,
 ) -> dict[str, Any]:
     """The iteration's report; when a plan ran, its ending event too."""

@@ -20,6 +20,7 @@ from soda.agent.definition import Agent, load_agent
 from soda.agent.runtime import Toolset
 from soda.contracts import Assessment, Claims, IterationPlan, Orientation, Planning, Verification
 from soda.contracts.orient import LearningVerdict
+from soda.contracts.outcomes import TaskStatus
 from soda.contracts.plan_dag import plan_problems
 from soda.errors import InputError, StructuralError
 from soda.gate import tested
@@ -227,10 +228,10 @@ def _apply_update(
         # A model naming a task that is not there is noted, not fatal.
         session.events.emit("trace.update_skipped", {"task_id": task_id, "reason": str(exc)})
         return
-    if action == "close" and task.status != "closed":
+    if action == "close" and task.status != TaskStatus.CLOSED:
         tracker.close(task_id, reason)
-    elif action == "block" and task.status != "blocked":
+    elif action == "block" and task.status != TaskStatus.BLOCKED:
         tracker.block(task_id, reason)
-    elif action == "unblock" and task.status == "blocked":
+    elif action == "unblock" and task.status == TaskStatus.BLOCKED:
         tracker.unblock(task_id)
     tracker.comment(task_id, "orient", f"{action}: {reason}", iteration_id=iteration_id)

@@ -14,6 +14,7 @@ from __future__ import annotations
 from collections.abc import Callable
 
 from soda.contracts import Claims, Orientation
+from soda.contracts.outcomes import IterationOutcome, TaskStatus
 from soda.gate import confirm_done
 from soda.loop.context import Iteration
 from soda.loop.decide import Budget, Control, Decision, Kind, LoopState, decide
@@ -110,9 +111,9 @@ def confirm_phase(session: Session, decision: Decision, say: Printer) -> Decisio
         session.events,
     )
     if refused is not None:
-        return Decision(Kind.CONTINUE, refused, outcome="done_refused")
+        return Decision(Kind.CONTINUE, refused, outcome=IterationOutcome.DONE_REFUSED)
     root = session.tracker.show(session.milestone.root_task_id)
-    if root.status != "closed":
+    if root.status != TaskStatus.CLOSED:
         session.tracker.close(root.id, f"spec met: {decision.reason}")
     if session.config.act.on_done == "merge":
         landed = land_on_base(

@@ -16,6 +16,7 @@ from dataclasses import dataclass
 
 from soda.config import Config
 from soda.contracts import IterationPlan, LoopStatus, Orientation
+from soda.contracts.outcomes import IterationOutcome, RunStatus
 from soda.contracts.plan_dag import batches
 from soda.errors import SodaError
 from soda.human.approval import needs_approval, plan_risk
@@ -49,7 +50,7 @@ def preview(config: Config, say: Printer, model: Model | None = None) -> Preview
     try:
         return plan_only(session, say)
     finally:
-        session.finish_run("plan_only", "plan only: SENSE, ORIENT and DECIDE")
+        session.finish_run(RunStatus.PLAN_ONLY, "plan only: SENSE, ORIENT and DECIDE")
         if created:
             session.repo.delete_head(branch, force=True)
 
@@ -67,7 +68,9 @@ def plan_only(session: Session, say: Printer) -> Preview:
         record.save(phase="decide", orient_json=orientation, intent=plan.intent if plan else None)
         decision = _decide(session, claims.project.loop, claims.human.paused, orientation)
         record.save(
-            decision=decision.kind.name, decision_reason=decision.reason, outcome="plan_only"
+            decision=decision.kind.name,
+            decision_reason=decision.reason,
+            outcome=IterationOutcome.PLAN_ONLY,
         )
         session.events.emit(
             "plan.previewed",
@@ -79,7 +82,7 @@ def plan_only(session: Session, say: Printer) -> Preview:
         )
         return Preview(it.number, orientation, decision)
     except SodaError as exc:
-        record.save(outcome="plan_only", error=f"{type(exc).__name__}: {exc}")
+        record.save(outcome=IterationOutcome.PLAN_ONLY, error=f"{type(exc).__name__}: {exc}")
         raise
     finally:
         record.finish(session.recorder)

@@ -36,6 +36,7 @@ from git import Repo
 from sqlite_utils import Database
 
 from soda.config import Config
+from soda.contracts.outcomes import IterationOutcome, TaskStatus
 from soda.errors import InputError
 from soda.events import Events
 from soda.human import HumanQueue
@@ -172,13 +173,13 @@ def record_landed_merges(db: Database, repo: Repo) -> tuple[list[int], int]:
             if merge.iteration in settled:
                 closed += _close_merged_tasks(db, repo, ms, merge.sha)
                 continue
-            if outcome == "merged":  # ACT recorded it (merged_commit: its last merge)
+            if outcome == IterationOutcome.MERGED:  # ACT recorded it (merged_commit: its last)
                 continue
             runs.save_iteration(
                 db,
                 iteration_id,
                 {
-                    "outcome": "merged",
+                    "outcome": IterationOutcome.MERGED,
                     "merged_commit": merge.sha,
                     "ended_at": ended_at or now(),
                     "error": f"recorded by crash recovery: the merge landed; the record "
@@ -239,7 +240,7 @@ def _close_merged_tasks(db: Database, repo: Repo, milestone: str, merge: str) ->
     closed = 0
     for task_id in sorted(ids):
         try:
-            if tracker.show(task_id).status == "closed":
+            if tracker.show(task_id).status == TaskStatus.CLOSED:
                 continue
         except InputError:
             continue  # not a task of this milestone (or not one at all)

@@ -13,6 +13,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from soda.agent.budget import check_before_iteration
+from soda.contracts.outcomes import IterationDecision, IterationOutcome, RunStatus
 from soda.errors import (
     BudgetExhausted,
     ContractViolation,
@@ -48,6 +49,11 @@ class Ending(enum.Enum):
     def exit_code(self) -> int:
         """0 DONE (and CONTINUE after --once), 3 STUCK, 4 HALT, 5 transient."""
         return {Ending.STUCK: 3, Ending.HALT: 4, Ending.TRANSIENT: 5}.get(self, 0)
+
+    @property
+    def run_status(self) -> RunStatus:
+        """The run's status when it ends here: one that would go on was stopped."""
+        return RunStatus.STOPPED if self is Ending.CONTINUE else RunStatus(self.value)
 
 
 @dataclass
@@ -105,11 +111,15 @@ def run_iteration(session: Session, say: Printer) -> IterationResult:
             return _interrupted(session, record, "stopped by a signal", say)
         return IterationResult(record.number, ending, decision.reason)
     except BudgetExhausted as exc:
-        record.save(decision="STUCK", decision_reason=str(exc), outcome="budget")
+        record.save(
+            decision=IterationDecision.STUCK,
+            decision_reason=str(exc),
+            outcome=IterationOutcome.BUDGET,
+        )
         say(f"decide: STUCK - {exc}")
         return IterationResult(record.number, Ending.STUCK, str(exc))
     except TransientError as exc:
-        record.save(outcome="transient", error=str(exc))
+        record.save(outcome=IterationOutcome.TRANSIENT, error=str(exc))
         say(f"transient failure: {exc}")
         return IterationResult(record.number, Ending.TRANSIENT, str(exc))
     except StructuralError as exc:
@@ -118,19 +128,21 @@ def run_iteration(session: Session, say: Printer) -> IterationResult:
         return IterationResult(record.number, Ending.HALT, str(exc))
     except UserError as exc:
         # A person must fix something (e.g. the API key): record it, end the run, tell them.
-        record.save(outcome="error", error=str(exc))
-        session.finish_run("error", str(exc))
+        record.save(outcome=IterationOutcome.ERROR, error=str(exc))
+        session.finish_run(RunStatus.ERROR, str(exc))
         raise
     except Interrupted as exc:
         return _interrupted(session, record, str(exc), say)
     except KeyboardInterrupt:
-        record.save(outcome="interrupted", error="stopped at once by a second signal")
-        session.finish_run("interrupted", "stopped at once by a second signal")
+        record.save(
+            outcome=IterationOutcome.INTERRUPTED, error="stopped at once by a second signal"
+        )
+        session.finish_run(RunStatus.INTERRUPTED, "stopped at once by a second signal")
         raise
     except Exception as exc:
         error = f"{type(exc).__name__}: {exc}"
-        record.save(outcome="crashed", error=error)
-        session.finish_run("crashed", error)
+        record.save(outcome=IterationOutcome.CRASHED, error=error)
+        session.finish_run(RunStatus.CRASHED, error)
         session.events.emit("crash", {"error": error})
         raise
     finally:
@@ -144,8 +156,8 @@ def _interrupted(
 ) -> IterationResult:
     """A signal stopped the iteration: recorded as interrupted, unless what it did
     already landed (a merge stays merged)."""
-    if runs.iteration_outcome(session.db, record.id) != "merged":
-        record.save(outcome="interrupted", error=reason)
+    if runs.iteration_outcome(session.db, record.id) != IterationOutcome.MERGED:
+        record.save(outcome=IterationOutcome.INTERRUPTED, error=reason)
     say(f"interrupted: {reason}")
     return IterationResult(record.number, Ending.INTERRUPTED, reason)
 
@@ -176,7 +188,10 @@ def _record_halt(session: Session, record: IterationRecord, exc: StructuralError
         },
     )
     record.save(
-        decision="HALT", decision_reason=str(exc), outcome="halted", error=type(exc).__name__
+        decision=IterationDecision.HALT,
+        decision_reason=str(exc),
+        outcome=IterationOutcome.HALTED,
+        error=type(exc).__name__,
     )
     session.events.emit("halt", {"error": type(exc).__name__, "message": str(exc)})
 
@@ -196,6 +211,5 @@ def run_loop(
         if should_stop():
             result = IterationResult(result.number, Ending.INTERRUPTED, "stopped by a signal")
             break
-    status = "stopped" if result.ending is Ending.CONTINUE else result.ending.value
-    session.finish_run(status, result.reason)
+    session.finish_run(result.ending.run_status, result.reason)
     return result

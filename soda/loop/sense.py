@@ -28,6 +28,7 @@ from soda.contracts import (
     TaskBrief,
     WorkClaims,
 )
+from soda.contracts.outcomes import LOOP_OUTCOMES, TaskStatus
 from soda.gate.evidence import diffstat, json_object, last_act, tip_tests
 from soda.human.write import describe
 from soda.repo.workspace import branch_head
@@ -126,16 +127,16 @@ def work_claims(inp: SenseInput) -> WorkClaims:
     tracker = SqliteTracker(inp.db, inp.milestone)
     root = tracker.root()
 
-    def group(status: str, cap: int = MAX_OTHER_TASKS) -> list[TaskBrief]:
+    def group(status: TaskStatus, cap: int = MAX_OTHER_TASKS) -> list[TaskBrief]:
         # One bounded query per group; the root (the spec itself) is not work.
         chosen = tracker.list(status, limit=cap + 1)
         return [_brief(t) for t in chosen if root is None or t.id != root.id][:cap]
 
     return WorkClaims(
         root=_brief(root) if root else None,
-        open=group("open", MAX_TASKS_PER_GROUP),
-        in_progress=group("in_progress"),
-        blocked=group("blocked"),
+        open=group(TaskStatus.OPEN, MAX_TASKS_PER_GROUP),
+        in_progress=group(TaskStatus.IN_PROGRESS),
+        blocked=group(TaskStatus.BLOCKED),
         recently_closed=[_brief(t) for t in tracker.recently_closed(MAX_OTHER_TASKS)],
         comments=[
             CommentBrief(task_id=c.task_id, author=c.author, body=c.body, created_at=c.created_at)
@@ -178,18 +179,9 @@ def project_claims(inp: SenseInput) -> ProjectClaims:
 # their intents use mostly the same words (after normalization), they ended in the
 # same class of failure, and, where both sides record them, they worked on the same
 # Trace tasks or ended with the same failing tests. `loop_threshold` such attempts
-# in the window warn ORIENT; `warned_repeats` more stop the run as STUCK.
+# in the window warn ORIENT; `warned_repeats` more stop the run as STUCK. Which
+# outcomes count, and as which class, is `soda.contracts.outcomes.LOOP_OUTCOMES`.
 
-LOOP_OUTCOMES = {
-    "gate_failed": "tests failed",
-    "done_refused": "tests failed",
-    "no_changes": "no progress",
-    "nothing_completed": "no progress",
-    "conflict": "conflict",
-    "rejected": "rejected",
-}
-"""Outcomes that count toward a loop, by class. A merge is progress; transient
-failures, interruptions, halts and limits are not the plan's doing."""
 MAX_INTENT_CHARS = 200
 MAX_FAILING_NAMED = 3
 

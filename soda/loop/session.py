@@ -22,6 +22,7 @@ from sqlite_utils import Database
 from soda.agent.recorder import CallRecorder
 from soda.agent.runtime import AgentRunner
 from soda.config import Config
+from soda.contracts.outcomes import RunStatus
 from soda.errors import ConfigError, UserError
 from soda.events import Events
 from soda.human import HumanQueue
@@ -148,7 +149,7 @@ class Session:
     def iteration_limit(self) -> int:
         return self.max_iterations or self.config.loop.max_iterations
 
-    def finish_run(self, status: str, reason: str) -> None:
+    def finish_run(self, status: RunStatus, reason: str) -> None:
         """Close the run's record (once: a later call, e.g. on the way out after a
         record was already closed as interrupted, changes nothing)."""
         if self.run_ended:

@@ -17,16 +17,11 @@ from __future__ import annotations
 import hashlib
 from typing import TYPE_CHECKING
 
+from soda.contracts.outcomes import SETTLED, UNFINISHED
 from soda.store import budgets as rows
 
 if TYPE_CHECKING:
     from soda.loop.session import Session
-
-SETTLED = ("DONE", "STUCK", "HALT")
-"""Decisions after which the daemon waits for something new."""
-UNFINISHED = ("interrupted", "aborted", "crashed", "error", "transient", "budget")
-"""Outcomes of an iteration cut short (a signal, a crash, a spent budget): the next
-wake goes on with the work even when nothing changed."""
 
 
 def fingerprint(session: Session) -> str:

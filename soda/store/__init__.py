@@ -1,6 +1,6 @@
 """soda's state in one SQLite file: connection, migrations, queries.
 
-May import: config, errors, llm, system.
+May import: config, contracts, errors, llm, system.
 """
 
 from soda.store.db import Database, now, open_db

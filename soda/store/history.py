@@ -8,6 +8,8 @@ from typing import Any
 
 from sqlite_utils import Database
 
+from soda.contracts.outcomes import ERROR_RUNS
+
 HistoryRow = tuple[
     int, str | None, str | None, str | None, str | None, float | None, int, float, str
 ]
@@ -69,14 +71,10 @@ def responses_in(db: Database, iteration_id: int) -> list[str | None]:
     return [row[0] for row in rows]
 
 
-ERROR_RUN_STATUSES = ("error", "aborted", "crashed", "crash", "transient")
-"""Run endings `soda status` reports as the last error (a HALT has its own row)."""
-
-
 def last_error(db: Database) -> tuple[str, str, str | None, int | None] | None:
     """when, kind (halt, or the run's status: error, aborted, crashed, transient),
     reason and iteration number of the newest HALT or run that ended in error."""
-    marks = ", ".join("?" for _ in ERROR_RUN_STATUSES)
+    marks = ", ".join("?" for _ in ERROR_RUNS)
     return db.execute(
         "SELECT h.created_at, 'halt', h.error_type || ': ' || h.message, i.number"
         " FROM halts h LEFT JOIN iterations i ON i.id = h.iteration_id"
@@ -85,5 +83,5 @@ def last_error(db: Database) -> tuple[str, str, str | None, int | None] | None:
         " (SELECT MAX(number) FROM iterations WHERE run_id = r.id)"
         f" FROM runs r WHERE r.status IN ({marks})"
         " ORDER BY 1 DESC LIMIT 1",
-        list(ERROR_RUN_STATUSES),
+        list(ERROR_RUNS),
     ).fetchone()

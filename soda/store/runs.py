@@ -8,15 +8,18 @@ from typing import Any
 from pydantic import BaseModel
 from sqlite_utils import Database
 
+from soda.contracts.outcomes import IterationOutcome, RunStatus
 from soda.store.db import dumps, now
 
 
 def start_run(db: Database, row: dict[str, Any]) -> int:
     with db.conn:
-        return int(db["runs"].insert({"started_at": now(), "status": "running", **row}).last_pk)
+        return int(
+            db["runs"].insert({"started_at": now(), "status": RunStatus.RUNNING, **row}).last_pk
+        )
 
 
-def finish_run(db: Database, run_id: int, status: str, reason: str) -> None:
+def finish_run(db: Database, run_id: int, status: RunStatus, reason: str) -> None:
     with db.conn:
         db["runs"].update(run_id, {"status": status, "final_reason": reason, "ended_at": now()})
 
@@ -90,7 +93,7 @@ def last_decision(db: Database) -> tuple[str, str | None] | None:
 
 def running(db: Database) -> list[tuple[int, int | None]]:
     """id and pid of every run still marked running."""
-    return db.execute("SELECT id, pid FROM runs WHERE status = 'running'").fetchall()
+    return db.execute("SELECT id, pid FROM runs WHERE status = ?", [RunStatus.RUNNING]).fetchall()
 
 
 def abort_runs(db: Database, run_ids: list[int], reason: str) -> list[int]:
@@ -107,11 +110,15 @@ def abort_runs(db: Database, run_ids: list[int], reason: str) -> list[int]:
             for iteration_id, number, phase in rows:
                 db["iterations"].update(
                     iteration_id,
-                    {"outcome": "aborted", "error": f"aborted in phase {phase}", "ended_at": stamp},
+                    {
+                        "outcome": IterationOutcome.ABORTED,
+                        "error": f"aborted in phase {phase}",
+                        "ended_at": stamp,
+                    },
                 )
                 aborted.append(number)
             db["runs"].update(
-                run_id, {"status": "aborted", "ended_at": stamp, "final_reason": reason}
+                run_id, {"status": RunStatus.ABORTED, "ended_at": stamp, "final_reason": reason}
             )
     return aborted
 

@@ -8,14 +8,13 @@ milestone's task.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-from typing import Any, Literal
+from dataclasses import dataclass, replace
+from typing import Any
 
 from sqlite_utils import Database
 
+from soda.contracts.outcomes import TaskStatus
 from soda.store.db import now
-
-Status = Literal["open", "in_progress", "blocked", "closed"]
 
 
 @dataclass(frozen=True)
@@ -25,7 +24,7 @@ class Task:
     parent_id: int | None
     title: str
     description: str
-    status: Status
+    status: TaskStatus
     status_reason: str | None
     risk: str
     created_at: str
@@ -47,6 +46,12 @@ _TASK_COLUMNS = ", ".join(Task.__dataclass_fields__)
 _COMMENT_COLUMNS = ", ".join(Comment.__dataclass_fields__)
 
 
+def _task(row: tuple[Any, ...]) -> Task:
+    """A `tasks` row (`_TASK_COLUMNS`, in order) with its status as the enum."""
+    task = Task(*row)
+    return replace(task, status=TaskStatus(task.status))
+
+
 # --- tasks ---------------------------------------------------------------------
 
 
@@ -56,11 +61,11 @@ def get(db: Database, milestone: str, task_id: int) -> Task | None:
         f"SELECT {_TASK_COLUMNS} FROM tasks WHERE id = ? AND milestone = ?",
         [task_id, milestone],
     ).fetchone()
-    return Task(*row) if row else None
+    return _task(row) if row else None
 
 
 def of_milestone(
-    db: Database, milestone: str, status: str | None = None, limit: int | None = None
+    db: Database, milestone: str, status: TaskStatus | None = None, limit: int | None = None
 ) -> list[Task]:
     """The milestone's tasks in id order, optionally of one status, at most `limit`."""
     sql = f"SELECT {_TASK_COLUMNS} FROM tasks WHERE milestone = ?"
@@ -72,7 +77,7 @@ def of_milestone(
     if limit is not None:
         sql += " LIMIT ?"
         params.append(limit)
-    return [Task(*row) for row in db.execute(sql, params)]
+    return [_task(row) for row in db.execute(sql, params)]
 
 
 def root(db: Database, milestone: str) -> Task | None:
@@ -82,17 +87,17 @@ def root(db: Database, milestone: str) -> Task | None:
         " ORDER BY id LIMIT 1",
         [milestone],
     ).fetchone()
-    return Task(*row) if row else None
+    return _task(row) if row else None
 
 
 def recently_closed(db: Database, milestone: str, limit: int) -> list[Task]:
     """The milestone's closed tasks, last closed first."""
     rows = db.execute(
-        f"SELECT {_TASK_COLUMNS} FROM tasks WHERE milestone = ? AND status = 'closed'"
+        f"SELECT {_TASK_COLUMNS} FROM tasks WHERE milestone = ? AND status = ?"
         " ORDER BY closed_at DESC, id DESC LIMIT ?",
-        [milestone, limit],
+        [milestone, TaskStatus.CLOSED, limit],
     )
-    return [Task(*row) for row in rows]
+    return [_task(row) for row in rows]
 
 
 def unfinished_children(db: Database, milestone: str, parent_id: int | None) -> list[Task]:
@@ -100,15 +105,17 @@ def unfinished_children(db: Database, milestone: str, parent_id: int | None) -> 
     for None), in id order."""
     rows = db.execute(
         f"SELECT {_TASK_COLUMNS} FROM tasks WHERE milestone = ? AND parent_id IS ?"
-        " AND status IN ('open', 'in_progress') ORDER BY id",
-        [milestone, parent_id],
+        " AND status IN (?, ?) ORDER BY id",
+        [milestone, parent_id, TaskStatus.OPEN, TaskStatus.IN_PROGRESS],
     )
-    return [Task(*row) for row in rows]
+    return [_task(row) for row in rows]
 
 
 def in_progress(db: Database) -> list[tuple[int, str]]:
     """(id, milestone) of every in_progress task, whatever its milestone."""
-    return db.execute("SELECT id, milestone FROM tasks WHERE status = 'in_progress'").fetchall()
+    return db.execute(
+        "SELECT id, milestone FROM tasks WHERE status = ?", [TaskStatus.IN_PROGRESS]
+    ).fetchall()
 
 
 def insert(
@@ -125,7 +132,7 @@ def insert(
                     "parent_id": parent_id,
                     "title": title,
                     "description": description,
-                    "status": "open",
+                    "status": TaskStatus.OPEN,
                     "risk": risk,
                     "created_at": stamp,
                     "updated_at": stamp,
@@ -136,7 +143,7 @@ def insert(
     return int(task_id)
 
 
-def set_status(db: Database, task_id: int, status: str, reason: str | None) -> None:
+def set_status(db: Database, task_id: int, status: TaskStatus, reason: str | None) -> None:
     """Give a task a status and its reason; `closed_at` is set when closing and
     cleared otherwise."""
     stamp = now()
@@ -147,7 +154,7 @@ def set_status(db: Database, task_id: int, status: str, reason: str | None) -> N
                 "status": status,
                 "status_reason": reason,
                 "updated_at": stamp,
-                "closed_at": stamp if status == "closed" else None,
+                "closed_at": stamp if status == TaskStatus.CLOSED else None,
             },
         )
 

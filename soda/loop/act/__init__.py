@@ -22,6 +22,13 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from soda.contracts import IterationPlan
+from soda.contracts.outcomes import (
+    FAILURE_OUTCOMES,
+    AttemptStatus,
+    IterationOutcome,
+    TaskEnd,
+    TaskStatus,
+)
 from soda.errors import InputError, StructuralError
 from soda.gate import milestone_tests
 from soda.gate.rules import GateResult, gate
@@ -35,13 +42,10 @@ from soda.loop.session import Session
 
 __all__ = ["ActResult", "TaskOutcome", "act"]
 
-FAILURE_ORDER = ("rejected", "gate_failed", "conflict")
-"""Which failure names an iteration in which nothing merged, most telling first."""
-
 
 @dataclass
 class ActResult:
-    outcome: str
+    outcome: IterationOutcome
     """merged (at least one task landed), no_changes, gate_failed, rejected,
     conflict, or nothing_completed."""
     detail: str
@@ -77,7 +81,7 @@ def act(
     if needs_approval(plan, session.config.approval.risk_threshold):
         verdict = _wait_for_person(session, it.number, plan, say)
         if not verdict.approved:
-            return ActResult("rejected", verdict.reason)
+            return ActResult(IterationOutcome.REJECTED, verdict.reason)
         plan = verdict.plan or plan  # the plan as a person edited it (approve --edit)
     session.jail.ensure_available()  # no jail, no agent commands (unless mode = none)
     baseline = milestone_tests(
@@ -114,22 +118,22 @@ def _result(report: ExecutionReport, baseline: TestReport, landed: list[str]) ->
     telling failure; the per-task story is in `tasks`."""
     outcomes = report.outcomes
     merged = report.merged
-    failed = [o for o in outcomes if o.status == "failed"]
+    failed = [o for o in outcomes if o.status == TaskEnd.FAILED]
     last = next((o for o in reversed(outcomes) if o.after), None)
     failing: dict[str, str] = {}
     for o in failed:
         failing.update(o.failing)
     if merged:
-        outcome = "merged"
+        outcome = IterationOutcome.MERGED
         lines = [f"merged {len(merged)} of {len(outcomes)} tasks"]
     elif failed:
         kinds = {o.failure for o in failed}
-        outcome = next(kind for kind in FAILURE_ORDER if kind in kinds)
+        outcome = next(named for kind, named in FAILURE_OUTCOMES.items() if kind in kinds)
         lines = []
     elif report.completed:
-        outcome, lines = "no_changes", ["tasks finished without changing files"]
+        outcome, lines = IterationOutcome.NO_CHANGES, ["tasks finished without changing files"]
     else:
-        outcome, lines = "nothing_completed", ["no task finished"]
+        outcome, lines = IterationOutcome.NOTHING_COMPLETED, ["no task finished"]
     lines += [f"{o.task.id}: {o.failure}: {o.reason}" for o in failed]
     if len(outcomes) > 1 or not (merged or failed):
         lines += [f"{o.task.id}: {o.status}: {o.reason}" for o in outcomes if _noted(o)]
@@ -146,7 +150,7 @@ def _result(report: ExecutionReport, baseline: TestReport, landed: list[str]) ->
 
 
 def _noted(outcome: TaskOutcome) -> bool:
-    return outcome.status in ("gave_up", "skipped", "cancelled", "waiting")
+    return outcome.status in (TaskEnd.GAVE_UP, TaskEnd.SKIPPED, TaskEnd.CANCELLED, TaskEnd.WAITING)
 
 
 def _check_baseline(baseline: TestReport) -> None:
@@ -199,20 +203,20 @@ def _record_trace(session: Session, report: ExecutionReport, iteration_id: int) 
         if task_id is None:
             continue
         if outcome.merged_commit:
-            if tracker.show(task_id).status != "closed":
+            if tracker.show(task_id).status != TaskStatus.CLOSED:
                 tracker.close(task_id, f"merged in {outcome.merged_commit[:10]}")
-        elif outcome.status == "gave_up":
+        elif outcome.status == TaskEnd.GAVE_UP:
             tracker.block(task_id, outcome.reason or "executor could not complete it")
-        elif outcome.status == "failed" and outcome.failure == "conflict":
+        elif outcome.status == TaskEnd.FAILED and outcome.failure == AttemptStatus.CONFLICT:
             tracker.block(task_id, f"conflicts with the milestone: {outcome.reason}")
-        elif outcome.status == "waiting":
+        elif outcome.status == TaskEnd.WAITING:
             tracker.comment(
                 task_id, "soda", f"waiting for an answer: {outcome.reason}", iteration_id
             )
-        elif outcome.status != "skipped":
-            what = outcome.failure or outcome.status
-            if outcome.status == "completed":
-                what = "no_changes"
+        elif outcome.status != TaskEnd.SKIPPED:
+            what: str = outcome.failure or outcome.status
+            if outcome.status == TaskEnd.COMPLETED:
+                what = AttemptStatus.NO_CHANGES
             tracker.comment(
                 task_id, "soda", f"work not merged: {what}: {outcome.reason}", iteration_id
             )
@@ -232,7 +236,7 @@ def _record_trace(session: Session, report: ExecutionReport, iteration_id: int) 
 
 
 def _reopen(session: Session, task_id: int) -> None:
-    if session.tracker.show(task_id).status == "in_progress":
+    if session.tracker.show(task_id).status == TaskStatus.IN_PROGRESS:
         session.tracker.reopen(task_id, "back to open after an unmerged attempt")
 
 

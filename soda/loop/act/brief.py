@@ -17,6 +17,7 @@ import json
 from typing import Any
 
 from soda.contracts import HumanInput, IterationPlan, PlanTask
+from soda.contracts.outcomes import TaskStatus
 from soda.errors import InputError
 from soda.gate.runner import TestReport
 from soda.human.write import describe
@@ -89,7 +90,7 @@ def task_history(session: Session, task: PlanTask) -> str:
         return f"(Trace task {task.task_id} not found)"
     lines = [f"task #{row.id} {row.title} [{row.status}]"]
     if row.status_reason:
-        label = "blocked" if row.status == "blocked" else "status reason"
+        label = "blocked" if row.status == TaskStatus.BLOCKED else "status reason"
         lines.append(f"{label}: {row.status_reason}")
     for comment in comments[-MAX_COMMENTS:]:
         when = f" (iteration id {comment.iteration_id})" if comment.iteration_id else ""

@@ -20,16 +20,15 @@ from __future__ import annotations
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Literal
 
 from soda.contracts import ExecuteResult, IterationPlan, PlanTask
+from soda.contracts.outcomes import AttemptStatus, TaskEnd
 from soda.contracts.plan_dag import batches
 
 if TYPE_CHECKING:
     from soda.repo.workspace import Workspace
 
-SUCCESS = "completed"
-WAITING = "waiting"
 WAITING_REASON = "waiting for an answer"
 CANCELLED = "plan cancelled by a person"
 
@@ -37,17 +36,17 @@ CANCELLED = "plan cancelled by a person"
 @dataclass
 class TaskOutcome:
     task: PlanTask
-    status: str
-    """completed, gave_up, failed (gate, conflict or a person's rejection: see
-    `failure`), cancelled, skipped, or waiting (for a person's answer)."""
+    status: TaskEnd
+    """How it ended; for `failed`, `failure` says which failure."""
     result: ExecuteResult | None = None
     reason: str = ""
     commit: str | None = None
     """The task's own commit on its work branch."""
     merged_commit: str | None = None
     """The merge commit that landed it on the milestone; None if nothing landed."""
-    failure: str = ""
-    """For `failed`: gate_failed, conflict or rejected."""
+    failure: AttemptStatus | Literal[""] = ""
+    """For `failed`: the last attempt's status (gate_failed, conflict or rejected);
+    "" otherwise."""
     attempts: int = 1
     retries: list[str] = field(default_factory=list)
     """Why each retry was made (a sibling's merge, or the retrier's reason)."""
@@ -83,7 +82,7 @@ class ExecutionReport:
 
     @property
     def completed(self) -> list[TaskOutcome]:
-        return [o for o in self.outcomes if o.status == SUCCESS]
+        return [o for o in self.outcomes if o.status == TaskEnd.COMPLETED]
 
     @property
     def merged(self) -> list[TaskOutcome]:
@@ -109,7 +108,7 @@ def execute_plan(
     """Run the plan's batches; `stop` is called when this thread is interrupted
     while tasks run (a signal), so they end at their next turn."""
     report = ExecutionReport()
-    status: dict[str, str] = {}
+    status: dict[str, TaskEnd] = {}
 
     def start(task: PlanTask, missing: list[str]) -> TaskOutcome:
         if cancelled():  # checked as the task starts, not when it was queued
@@ -148,19 +147,19 @@ def execute_plan(
     return report
 
 
-def _cascade(task: PlanTask, status: dict[str, str]) -> tuple[str, list[str]]:
+def _cascade(task: PlanTask, status: dict[str, TaskEnd]) -> tuple[str, list[str]]:
     """(why `task` is skipped or "", the dependencies that did not finish)."""
-    waiting = [dep for dep in task.depends_on if status.get(dep) == WAITING]
+    waiting = [dep for dep in task.depends_on if status.get(dep) == TaskEnd.WAITING]
     if waiting:
         return f"{WAITING_REASON} (dependencies {waiting})", []
-    failed = [dep for dep in task.depends_on if status.get(dep) != SUCCESS]
+    failed = [dep for dep in task.depends_on if status.get(dep) != TaskEnd.COMPLETED]
     if task.depends_on and len(failed) == len(task.depends_on):
         return f"dependencies did not finish: {failed}", failed
     return "", failed
 
 
 def _skipped(task: PlanTask, reason: str, on_skip: OnSkip | None) -> TaskOutcome:
-    outcome = TaskOutcome(task, "skipped", reason=reason)
+    outcome = TaskOutcome(task, TaskEnd.SKIPPED, reason=reason)
     if on_skip is not None:
         on_skip(outcome)
     return outcome

@@ -21,6 +21,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from soda.contracts import PlanTask
+from soda.contracts.outcomes import AttemptStatus
 from soda.errors import GitError
 from soda.gate import tested
 from soda.gate.rules import GateResult, gate, infrastructure_changes
@@ -34,7 +35,7 @@ AskPerson = Callable[[GateResult], GateResult]
 
 @dataclass
 class MergeOutcome:
-    status: str
+    status: AttemptStatus
     """merged, conflict, gate_failed or rejected."""
     reason: str
     tip_moved: bool
@@ -64,7 +65,9 @@ def merge_task(
     tip_moved = branch_head(session.repo, branch) != ws.fork_point
     if not ws.catch_up():
         return MergeOutcome(
-            "conflict", f"merging {branch} into {ws.branch} conflicted; merge aborted", tip_moved
+            AttemptStatus.CONFLICT,
+            f"merging {branch} into {ws.branch} conflicted; merge aborted",
+            tip_moved,
         )
     trailers = f"Soda-Iteration: {number}\nSoda-Run: {session.run_id}\n"
     if task.task_id is not None:
@@ -95,12 +98,14 @@ def merge_task(
     if not verdict.ok and verdict.approval:
         verdict = ask_person(verdict)
         if not verdict.ok:
-            return MergeOutcome("rejected", verdict.reason, tip_moved, after=after)
+            return MergeOutcome(AttemptStatus.REJECTED, verdict.reason, tip_moved, after=after)
     if not verdict.ok:
-        return MergeOutcome("gate_failed", verdict.reason, tip_moved, after=after)
+        return MergeOutcome(AttemptStatus.GATE_FAILED, verdict.reason, tip_moved, after=after)
     try:
         land(session.repo, branch, candidate, milestone_head)
     except GitError as exc:
-        return MergeOutcome("conflict", str(exc), tip_moved, after=after)
+        return MergeOutcome(AttemptStatus.CONFLICT, str(exc), tip_moved, after=after)
     session.events.emit("act.merged", {"plan": number, "key": task.id, "commit": candidate})
-    return MergeOutcome("merged", verdict.reason, tip_moved, commit=candidate, after=after)
+    return MergeOutcome(
+        AttemptStatus.MERGED, verdict.reason, tip_moved, commit=candidate, after=after
+    )

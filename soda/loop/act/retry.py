@@ -15,6 +15,7 @@ from dataclasses import dataclass, field
 from soda.agent.definition import load_agent
 from soda.agent.runtime import AgentRunner
 from soda.contracts import PlanTask, RetryAdvice
+from soda.contracts.outcomes import AttemptStatus
 from soda.errors import ModelGaveUp
 
 MAX_FAILURE_LINES = 12
@@ -27,8 +28,8 @@ MAX_TEXT = 4000
 class Failure:
     """What went wrong with one attempt, as the retrier reads it."""
 
-    kind: str
-    """gave_up, gate_failed or conflict."""
+    kind: AttemptStatus
+    """One of `outcomes.RETRYABLE`: gave_up, gate_failed or conflict."""
     reason: str
     failing: dict[str, str] = field(default_factory=dict)
     diffstat: str = ""

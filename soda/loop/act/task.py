@@ -32,6 +32,7 @@ from typing import Any
 from soda.agent.definition import load_agent
 from soda.agent.runtime import AgentRunner
 from soda.contracts import ExecuteResult, IterationPlan, PlanTask
+from soda.contracts.outcomes import RETRYABLE, AttemptStatus, TaskEnd, TaskStatus
 from soda.errors import InputError, Interrupted
 from soda.gate.runner import TestReport
 from soda.loop.act.brief import executor_inputs, task_history
@@ -55,8 +56,7 @@ PREVIEW = 200
 
 @dataclass
 class Attempt:
-    status: str
-    """merged, no_changes, gave_up, gate_failed, conflict, rejected, cancelled, waiting."""
+    status: AttemptStatus
     reason: str
     result: ExecuteResult | None = None
     commit: str | None = None
@@ -155,10 +155,10 @@ class PlanRun:
         sibling_retry, smart_left = True, session.config.act.task_retries
         while True:
             attempt = self._attempt(current, notes, len(retries) + 1)
-            final = attempt.status not in ("gave_up", "gate_failed", "conflict")
+            final = attempt.status not in RETRYABLE
             if final or self.it.cancel_requested or self.stopping():
                 return self._ended(task, attempt, retries)
-            if attempt.status != "gave_up" and attempt.tip_moved and sibling_retry:
+            if attempt.status != AttemptStatus.GAVE_UP and attempt.tip_moved and sibling_retry:
                 sibling_retry = False
                 why = (
                     f"{attempt.status} after another task of the plan merged; run again on the "
@@ -167,7 +167,7 @@ class PlanRun:
                 notes = [*base_notes, f"A first attempt at this task failed: {why}."]
                 self._retried(task, "sibling", why, len(retries) + 1, retries)
                 continue
-            if attempt.status == "conflict" or smart_left <= 0:
+            if attempt.status == AttemptStatus.CONFLICT or smart_left <= 0:
                 return self._ended(task, attempt, retries)
             failure = Failure(
                 attempt.status,
@@ -216,18 +216,22 @@ class PlanRun:
             except Interrupted:
                 if self.stopping():
                     raise
-                return Attempt("cancelled", "cancelled by a person while it ran")
+                return Attempt(AttemptStatus.CANCELLED, "cancelled by a person while it ran")
             except Suspended as waiting:
                 session.checkouts.keep(ws)
                 kept = True
-                return Attempt("waiting", str(waiting), workspace=ws)
+                return Attempt(AttemptStatus.WAITING, str(waiting), workspace=ws)
             if answer.output is None:
                 diffstat = self._stat_and_reset(ws)
-                return Attempt("gave_up", answer.gave_up or "gave up", diffstat=diffstat)
+                return Attempt(
+                    AttemptStatus.GAVE_UP, answer.gave_up or "gave up", diffstat=diffstat
+                )
             result = answer.output
             commit = ws.commit_all(f"{task.title}\n\n{result.summary}\n\nSoda-Task: {task.task_id}")
             if ws.head() == ws.fork_point:
-                return Attempt("no_changes", "finished without changing files", result=result)
+                return Attempt(
+                    AttemptStatus.NO_CHANGES, "finished without changing files", result=result
+                )
             return self._merge(ws, task, result, commit)
         finally:
             if not kept:
@@ -239,12 +243,12 @@ class PlanRun:
         diffstat = ws.diff_stat()
         with self.merge_lock:
             if self.it.cancel_requested or self.stopping():  # while it waited for its turn
-                return Attempt("cancelled", "cancelled before its merge", result=result)
+                return Attempt(AttemptStatus.CANCELLED, "cancelled before its merge", result=result)
             merged = merge_task(
                 self.session, ws, task, result.summary, self.tip_report, self.it.number,
                 self.ask_person,
             )  # fmt: skip
-            if merged.status == "merged" and merged.commit:
+            if merged.status == AttemptStatus.MERGED and merged.commit:
                 self.landed.append(merged.commit)
                 self.tip_report = merged.after or self.tip_report
                 if task.task_id is not None:  # Trace learns at once, whatever comes next
@@ -274,13 +278,7 @@ class PlanRun:
     # --- outcomes and records ---------------------------------------------------
 
     def _ended(self, task: PlanTask, attempt: Attempt, retries: list[str]) -> TaskOutcome:
-        status = {
-            "merged": "completed",
-            "no_changes": "completed",
-            "gate_failed": "failed",
-            "conflict": "failed",
-            "rejected": "failed",
-        }.get(attempt.status, attempt.status)
+        status = attempt.status.task_end
         outcome = TaskOutcome(
             task,
             status,
@@ -288,7 +286,7 @@ class PlanRun:
             reason=attempt.reason,
             commit=attempt.commit,
             merged_commit=attempt.merged,
-            failure=attempt.status if status == "failed" else "",
+            failure=attempt.status if status == TaskEnd.FAILED else "",
             attempts=len(retries) + 1,
             retries=list(retries),
             after=attempt.after,
@@ -297,11 +295,8 @@ class PlanRun:
             workspace=attempt.workspace,
         )
         preview = (attempt.result.summary if attempt.result else attempt.reason)[:PREVIEW]
-        kind = {"completed": "act.task.completed", "waiting": "act.task.waiting"}.get(
-            status, "act.task.failed" if status != "skipped" else "act.task.skipped"
-        )
         self._emit(
-            kind,
+            status.event,
             task,
             status=attempt.status,
             attempts=outcome.attempts,
@@ -331,7 +326,7 @@ def _start(session: Session, task_id: int) -> None:
     """Mark the Trace task in progress; the planner chose it, so a blocked one is
     unblocked first (the plan says it can go on). A closed one stays closed."""
     tracker = session.tracker
-    if tracker.show(task_id).status == "blocked":
+    if tracker.show(task_id).status == TaskStatus.BLOCKED:
         tracker.unblock(task_id)
     with contextlib.suppress(InputError):
         tracker.start(task_id)
