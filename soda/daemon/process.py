@@ -38,6 +38,7 @@ from soda.daemon.parts import LOG_NAME, in_window, keep_watching, notify, parse_
 from soda.errors import SodaError, UserError
 from soda.events import Events
 from soda.human.write import inbox_dir
+from soda.llm.providers import check_provider
 from soda.loop.run import Ending, run_iteration
 from soda.loop.wake import nothing_new
 from soda.system.jail import Jail
@@ -71,7 +72,7 @@ class Daemon:
 
     def __init__(self, config_path: Path) -> None:
         self.config_path = config_path
-        self.config = load(config_path)
+        self.config = check_provider(load(config_path))
         self.wake = threading.Event()
         self.stopping = threading.Event()
         self.reload_requested = False
@@ -224,7 +225,7 @@ class Daemon:
     def _reload(self, session: Any) -> None:
         self.reload_requested = False
         try:
-            config = load(self.config_path)
+            config = check_provider(load(self.config_path))
             windows = parse_windows(config.daemon.windows)
         except SodaError as exc:
             session.events.emit("config.reload_failed", {"error": str(exc)})
