@@ -7,7 +7,7 @@ from typing import Any
 
 from sqlite_utils import Database
 
-from soda.config import Config
+from soda.config import Config, LiveConfig
 from soda.events import Events
 from soda.llm.base import ModelResponse, safe_response
 from soda.store import agent_calls
@@ -17,14 +17,21 @@ class CallRecorder:
     """Stores every model call in agent_calls, keeps the iteration's totals, and
     stops the run (BudgetExhausted) once a [budget] limit is passed."""
 
-    def __init__(self, db: Database, config: Config, provider: str, events: Events) -> None:
+    def __init__(
+        self, db: Database, config: Config | LiveConfig, provider: str, events: Events
+    ) -> None:
         self.db = db
-        self.config = config
+        self.live = LiveConfig.of(config)
         self.provider = provider
         self.events = events
         self.run_id: int | None = None
         self.iteration_id: int | None = None
         self.reset()
+
+    @property
+    def config(self) -> Config:
+        """The current config (a reload swaps it in `live`)."""
+        return self.live.current
 
     def reset(self) -> None:
         self.tokens_in = 0

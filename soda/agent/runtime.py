@@ -39,7 +39,7 @@ from typing import Any, Generic, Protocol
 
 from soda.agent.condense import condense, estimated_tokens, history_size
 from soda.agent.definition import GIVE_UP, SUBMIT, Agent, OutputT, T, first_message, terminal_tools
-from soda.config import Config
+from soda.config import Config, LiveConfig
 from soda.contracts import Contract, validate
 from soda.errors import (
     ContractViolation,
@@ -124,12 +124,17 @@ class _Conversation(Generic[T]):
 
 
 class AgentRunner:
-    def __init__(self, model: Model, config: Config, record: Recorder) -> None:
+    def __init__(self, model: Model, config: Config | LiveConfig, record: Recorder) -> None:
         self.model = model
-        self.config = config
+        self.live = LiveConfig.of(config)
         self.record = record
         self.should_stop: Callable[[], bool] = lambda: False
         """Checked before every model call: the safe point where a signal takes effect."""
+
+    @property
+    def config(self) -> Config:
+        """The current config (a reload swaps it in `live`)."""
+        return self.live.current
 
     def run(
         self,

@@ -18,6 +18,7 @@ from rich.console import Console
 from soda import __version__
 from soda.config import Config, find_config, load
 from soda.errors import SodaError
+from soda.llm.providers import check_provider
 from soda.store import Database, open_db
 
 app = typer.Typer(
@@ -61,8 +62,9 @@ class Project:
 
     @property
     def config(self) -> Config:
+        """soda.toml, loaded and checked (its provider against soda.llm.providers)."""
         if self._config is None:
-            self._config = load(find_config(self.directory))
+            self._config = check_provider(load(find_config(self.directory)))
         return self._config
 
     @property

@@ -3,7 +3,9 @@
 Checks run in order and never raise: config, git (repository, base branch),
 the test command (its program exists), the jail (it can be made here), what the
 gate can see (per-test results or only an exit code), the state database (opens,
-migrated), and the provider (key present; with `ping`, one tiny real request).
+migrated), and the provider (what its entry in `soda.llm.providers` says it needs:
+a key present; with `ping`, one tiny real request). An unknown provider fails the
+config check, as any other error in soda.toml does.
 With `tests`, the test command also runs once, in the jail, on a clean checkout
 of the base branch's tip, and `imports` says whether the tests imported the
 project from that checkout (an install from elsewhere makes the gate refuse
@@ -30,6 +32,7 @@ from soda.gate.rules import own_modules
 from soda.gate.runner import report_kind, run_tests
 from soda.llm import make_model
 from soda.llm.base import Message, ModelRequest, ToolSpec, ignore_event
+from soda.llm.providers import check_provider, provider_for
 from soda.repo.checkouts import Checkouts
 from soda.repo.git import open_repo
 from soda.store import open_db
@@ -62,7 +65,7 @@ def run_checks(directory: Path, ping: bool = False, tests: bool = False) -> list
     """Every check, in order; `tests` adds `imports` (it runs the test suite)."""
     checks: list[Check] = []
     try:
-        config = load(find_config(directory))
+        config = check_provider(load(find_config(directory)))
     except SodaError as exc:
         return [Check("config", False, str(exc).replace("\n", "; "))]
     checks.append(Check("config", True, f"{config.root / 'soda.toml'} is valid"))
@@ -184,10 +187,13 @@ def _state(config: Config) -> str:
 
 def _provider(config: Config, ping: bool) -> str:
     model_config = config.model
-    if model_config.provider == "scripted":
-        return f"scripted model replaying {config.script_path} (no network)"
-    if model_config.provider == "anthropic" and not os.environ.get(model_config.api_key_env):
-        raise SodaError(f"{model_config.api_key_env} is not set; export your Anthropic API key")
+    provider = provider_for(model_config.provider)  # what to check comes from the registry
+    if provider.offline is not None:
+        return provider.offline(config)
+    if provider.needs_key and not os.environ.get(model_config.api_key_env):
+        raise SodaError(
+            f"{model_config.api_key_env} is not set; export your {provider.label} API key"
+        )
     where = model_config.base_url or "default endpoint"
     if not ping:
         return f"{model_config.provider} ({where}); key present; --ping sends one tiny request"

@@ -17,8 +17,8 @@ from typing import Any
 from sqlite_utils import Database
 
 from soda.config import Config
+from soda.human import paused
 from soda.human.files import PROCESSED, REASON, REJECTED
-from soda.human.routing import PAUSE_KINDS
 from soda.human.write import inbox_dir
 from soda.store import events as event_rows
 from soda.store import history, human_inputs, questions, runs
@@ -118,7 +118,7 @@ def status(config: Config, db: Database) -> Status:
         iteration=current[0] if current else None,
         phase=current[1] if current else None,
         agent=_current_agent(db, current[0]) if current else None,
-        paused=human_inputs.latest_kind(db, PAUSE_KINDS) == "pause",
+        paused=paused(db),
         last_decision=last[0] if last else None,
         last_reason=last[1] if last else None,
         pending_inputs=human_inputs.pending_count(db),

@@ -49,6 +49,7 @@ __all__ = [
     "ContextConfig",
     "DaemonConfig",
     "GateConfig",
+    "LiveConfig",
     "LoopConfig",
     "ModelConfig",
     "PlanConfig",
@@ -104,6 +105,21 @@ class Config(Section):
     @property
     def script_path(self) -> Path | None:
         return self.root / self.model.script if self.model.script else None
+
+
+class LiveConfig:
+    """The config a process runs on, in one place: the session, its agent runner
+    and its call recorder (and the daemon) hold this one reference and read
+    `current` at each use, so a reload (SIGHUP) is one assignment that every
+    holder sees; a holder added later cannot keep a stale copy."""
+
+    def __init__(self, config: Config) -> None:
+        self.current = config
+
+    @classmethod
+    def of(cls, config: Config | LiveConfig) -> LiveConfig:
+        """`config` itself when it is already live; a plain Config gets its own."""
+        return config if isinstance(config, LiveConfig) else cls(config)
 
 
 def find_config(start: Path) -> Path:

@@ -52,10 +52,10 @@ def _default_prices() -> dict[str, Price]:
 
 
 class ModelConfig(Section):
-    provider: Literal["anthropic", "openai", "scripted"] = "anthropic"
-    """Which model provider answers: the Anthropic API, an OpenAI-compatible
-    endpoint (Ollama, vLLM, llama.cpp server), or a scripted replay for tests and
-    the offline demo."""
+    provider: str = "anthropic"
+    """Which model provider answers: "anthropic" (the Anthropic API), "openai" (an
+    OpenAI-compatible endpoint: Ollama, vLLM, llama.cpp server), or "scripted" (a
+    scripted replay for tests and the offline demo)."""
     strong: str = "claude-sonnet-4-6"
     """Model id for the strong tier (planning, execution)."""
     fast: str = "claude-haiku-4-5"

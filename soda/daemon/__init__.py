@@ -3,5 +3,5 @@ changes and its schedule, runs the loop, reloads its config), `control.py`
 (`soda start` / `soda stop` from outside the process) and `parts.py` (log
 rotation, working windows, the watcher's restarts, killing a process tree).
 
-May import: config, contracts, errors, events, human, loop, repo, store, system.
+May import: config, contracts, errors, events, human, llm, loop, repo, store, system.
 """

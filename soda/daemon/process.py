@@ -33,15 +33,15 @@ from typing import Any
 
 from apscheduler.schedulers.background import BackgroundScheduler
 
-from soda.config import load
+from soda.config import Config, LiveConfig, load
 from soda.contracts.outcomes import RunStatus
 from soda.daemon.parts import LOG_NAME, in_window, keep_watching, parse_windows
 from soda.errors import SodaError, UserError
 from soda.events import Events, notify
 from soda.human.write import inbox_dir
+from soda.llm.providers import check_provider
 from soda.loop.run import Ending, run_iteration
 from soda.loop.wake import nothing_new
-from soda.system.jail import Jail
 from soda.system.lifecycle import publish_wake, stop_signals, write_error, write_ready
 from soda.system.lock import release_lock
 
@@ -72,7 +72,8 @@ class Daemon:
 
     def __init__(self, config_path: Path) -> None:
         self.config_path = config_path
-        self.config = load(config_path)
+        self.live = LiveConfig(check_provider(load(config_path)))
+        """The config this daemon, its session, runner and recorder all read."""
         self.wake = threading.Event()
         self.stopping = threading.Event()
         self.reload_requested = False
@@ -82,6 +83,10 @@ class Daemon:
         self.resumed = False
         """A `resume` came: the next wake iterates even if nothing else changed."""
         self.windows = parse_windows(self.config.daemon.windows)
+
+    @property
+    def config(self) -> Config:
+        return self.live.current
 
     def say(self, line: str) -> None:
         print(f"{datetime.now().isoformat(timespec='seconds')} {line}", flush=True)
@@ -109,7 +114,7 @@ class Daemon:
         before the daemon says it is ready."""
         from soda.loop.session import Session
 
-        session = Session.open(self.config, start_run=False)
+        session = Session.open(self.live, start_run=False)
         self.session = session
         session.jail.ensure_available()
         if self.stopping.is_set():
@@ -225,17 +230,19 @@ class Daemon:
     def _reload(self, session: Any) -> None:
         self.reload_requested = False
         try:
-            config = load(self.config_path)
+            config = check_provider(load(self.config_path))
             windows = parse_windows(config.daemon.windows)
         except SodaError as exc:
             session.events.emit("config.reload_failed", {"error": str(exc)})
             self.say(f"SIGHUP: kept the old config: {exc}")
             return
-        self.config, self.windows = config, windows
-        session.config = config
-        session.runner.config = config
-        session.recorder.config = config
-        session.jail = Jail.for_config(config, Path(session.repo.git_dir))  # [sandbox] changes
+        # One swap: the session, its agent runner and call recorder read the config
+        # through self.live, and the session makes its jail again from the new
+        # [sandbox] at the next use. The windows are this daemon's own parse of
+        # [daemon] windows, checked above with the file before anything changed.
+        # (The model keeps the [model] settings it was built with, as it always
+        # has: another provider or endpoint takes a restart.)
+        self.live.current, self.windows = config, windows
         session.events.emit("config.reloaded", {})
         self.say("SIGHUP: soda.toml reloaded")
 

@@ -39,30 +39,38 @@ from soda.events import Events
 from soda.human import apply, files, routing
 from soda.human.files import IngestReport
 from soda.human.parse import QueuedInput, queued
-from soda.human.routing import Route
+from soda.human.routing import IDLE_RESPONSES, Route
 from soda.store import human_inputs
 
 if TYPE_CHECKING:
     from soda.trace import Tracker
 
 __all__ = [
+    "IDLE_RESPONSES",
     "ControlAction",
     "HumanQueue",
     "IngestReport",
     "QueuedInput",
     "Route",
+    "for_orient",
+    "paused",
 ]
 
 MAX_FOR_ORIENT = 20
 """Pending inputs shown to ORIENT at most, oldest first."""
 
-IDLE_RESPONSES = {
-    "pause": "paused: no iterations until resume",
-    "resume": "resumed",
-    "stop": "daemon stopping",
-    "cancel": "no plan was running; nothing to cancel",
-}
-"""What a control input did when it arrived while no iteration ran."""
+
+def for_orient(db: Database, limit: int = MAX_FOR_ORIENT) -> list[QueuedInput]:
+    """The pending inputs ORIENT sees as human claims, oldest first: those whose
+    route is in `routing.ORIENT_SEES` (SENSE shows exactly these)."""
+    kinds = routing.kinds_routed(routing.ORIENT_SEES)
+    chosen = [queued(*row) for row in human_inputs.pending_of_kinds(db, kinds, limit)]
+    return [item for item in chosen if routing.route(item.payload) in routing.ORIENT_SEES]
+
+
+def paused(db: Database) -> bool:
+    """Whether the newest pause or resume a person sent was a pause."""
+    return human_inputs.latest_kind(db, routing.PAUSE_KINDS) == "pause"
 
 
 @dataclass(frozen=True)
@@ -116,13 +124,11 @@ class HumanQueue:
 
     def for_orient(self, limit: int = MAX_FOR_ORIENT) -> list[QueuedInput]:
         """The pending inputs ORIENT sees as human claims, oldest first."""
-        kinds = routing.kinds_routed(routing.ORIENT_SEES)
-        chosen = [queued(*row) for row in human_inputs.pending_of_kinds(self.db, kinds, limit)]
-        return [item for item in chosen if routing.route(item.payload) in routing.ORIENT_SEES]
+        return for_orient(self.db, limit)
 
     def paused(self) -> bool:
         """Whether the newest pause or resume a person sent was a pause."""
-        return human_inputs.latest_kind(self.db, routing.PAUSE_KINDS) == "pause"
+        return paused(self.db)
 
     def apply_at_sense(
         self,

@@ -12,7 +12,10 @@ its kind (and, for an override, its action):
              `cancel` while a plan runs
 
 The table is checked against the contract on import, so a new kind or action
-that nobody routes fails at once rather than waiting in the queue forever.
+that nobody routes fails at once rather than waiting in the queue forever. What
+follows from it is derived or checked here too: the kinds ORIENT sees
+(`ORIENT_SEES`, read by `soda.human.for_orient`, which is what SENSE shows) and
+the idle daemon's answer to each CONTROL kind (`IDLE_RESPONSES`).
 """
 
 from __future__ import annotations
@@ -64,6 +67,16 @@ applied before ORIENT looks; one still pending is shown rather than hidden."""
 PAUSE_KINDS = ("pause", "resume")
 """Control inputs whose newest one says whether soda is paused."""
 
+IDLE_RESPONSES: dict[str, str] = {
+    "pause": "paused: no iterations until resume",
+    "resume": "resumed",
+    "stop": "daemon stopping",
+    "cancel": "no plan was running; nothing to cancel",
+}
+"""What a control input did when it arrived while no iteration ran: one answer
+per kind routed CONTROL (checked on import, so the idle daemon never meets a
+control kind it cannot answer)."""
+
 
 def key(item: HumanInput) -> Key:
     return (item.kind, item.action if item.kind == "override" else None)
@@ -95,6 +108,14 @@ def _check_complete() -> None:
     missing, extra = contract_keys() - ROUTES.keys(), ROUTES.keys() - contract_keys()
     if missing or extra:
         raise RuntimeError(f"human routing out of step with the contract: {missing=} {extra=}")
+    control = kinds_routed([Route.CONTROL])
+    unanswered, unrouted = control - IDLE_RESPONSES.keys(), IDLE_RESPONSES.keys() - control
+    if unanswered or unrouted:
+        raise RuntimeError(
+            f"IDLE_RESPONSES out of step with the CONTROL routes: {unanswered=} {unrouted=}"
+        )
+    if not set(PAUSE_KINDS) <= control:
+        raise RuntimeError(f"PAUSE_KINDS must be routed CONTROL: {PAUSE_KINDS}")
 
 
 _check_complete()

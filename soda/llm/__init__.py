@@ -1,4 +1,5 @@
-"""Model providers behind one protocol (`soda.llm.base.Model`), chosen in soda.toml.
+"""Model providers behind one protocol (`soda.llm.base.Model`), chosen in soda.toml
+from the registry in `soda.llm.providers`.
 
 May import: config, errors.
 """
@@ -7,20 +8,10 @@ from __future__ import annotations
 
 from soda.config import Config
 from soda.llm.base import EventSink, Model
+from soda.llm.providers import provider_for
 
 
 def make_model(config: Config, emit: EventSink) -> Model:
-    """The provider named by `[model] provider`."""
-    provider = config.model.provider
-    if provider == "scripted":
-        from soda.llm.scripted import ScriptedModel
-
-        assert config.script_path is not None  # config.load checks this
-        return ScriptedModel.from_file(config.script_path)
-    if provider == "openai":
-        from soda.llm.openai_compat import OpenAICompatModel
-
-        return OpenAICompatModel(config.model, emit)
-    from soda.llm.anthropic import AnthropicModel
-
-    return AnthropicModel(config.model, emit)
+    """The provider named by `[model] provider`; ConfigError if the registry does
+    not know it."""
+    return provider_for(config.model.provider).build(config, emit)

@@ -4,7 +4,6 @@ and how long it takes, does not grow with the repository's age."""
 
 from __future__ import annotations
 
-import json
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -20,7 +19,6 @@ from soda.contracts import (
     CommentBrief,
     Commit,
     HumanClaims,
-    HumanInput,
     HumanItem,
     IterationBrief,
     LoopStatus,
@@ -30,9 +28,10 @@ from soda.contracts import (
 )
 from soda.contracts.outcomes import LOOP_OUTCOMES, TaskStatus
 from soda.gate.evidence import diffstat, json_object, last_act, tip_tests
+from soda.human import for_orient, paused
 from soda.human.write import describe
 from soda.repo.workspace import branch_head
-from soda.store import agent_calls, human_inputs, learnings, runs
+from soda.store import agent_calls, learnings, runs
 from soda.trace import SqliteTracker, Task
 
 # The caps are small on purpose: a young history fills most of them, so what
@@ -49,9 +48,8 @@ MAX_OTHER_TASKS = 5
 """In progress, blocked and recently closed tasks shown, each."""
 MAX_COMMENTS = 5
 MAX_RECENT_ITERATIONS = 5
-MAX_HUMAN = 20
-NOT_FOR_ORIENT = ("pause", "resume", "stop", "cancel", "approve", "reject")
-"""Control and approval inputs: the daemon, the approval gate and ACT act on them."""
+# Human inputs: soda.human.for_orient's cap (MAX_FOR_ORIENT), and only those the
+# routing table sends to ORIENT (soda.human.routing.ORIENT_SEES).
 
 
 @dataclass(frozen=True)
@@ -348,12 +346,13 @@ def loop_status(attempts: list[Attempt], config: LoopConfig) -> LoopStatus:
 
 
 def human_claims(db: Database) -> HumanClaims:
-    rows = human_inputs.pending_except_kinds(db, NOT_FOR_ORIENT, MAX_HUMAN)
+    """The pending inputs the routing table sends to ORIENT (a control, a verdict
+    or a plan edit is for the daemon, ACT or the approval gate, never ORIENT's to
+    read and mark applied), and whether a person paused soda."""
     pending = [
         HumanItem(
-            id=i, kind=k, text=describe(HumanInput.model_validate(json.loads(p))), received_at=r
+            id=item.id, kind=item.kind, text=describe(item.payload), received_at=item.received_at
         )
-        for i, k, p, r, _source_file in rows
+        for item in for_orient(db)
     ]
-    last = human_inputs.latest_kind(db, ("pause", "resume"))
-    return HumanClaims(pending=pending, paused=last == "pause")
+    return HumanClaims(pending=pending, paused=paused(db))

@@ -21,7 +21,7 @@ from sqlite_utils import Database
 
 from soda.agent.recorder import CallRecorder
 from soda.agent.runtime import AgentRunner
-from soda.config import Config
+from soda.config import Config, LiveConfig
 from soda.contracts.outcomes import RunStatus
 from soda.errors import ConfigError, UserError
 from soda.events import Events
@@ -57,7 +57,9 @@ class Session:
     Per-iteration state lives in `soda.loop.context.Iteration`, what the tasks of one
     plan share in `soda.loop.act.task.PlanRun`."""
 
-    config: Config
+    live: LiveConfig
+    """The config, read through `config`; shared with the runner and the recorder
+    (and the daemon), so a reload is one swap of `live.current`."""
     repo: Repo
     db: Database
     events: Events
@@ -67,8 +69,6 @@ class Session:
     runner: AgentRunner
     milestone: Milestone
     run_id: int
-    jail: Jail
-    """Where agent commands and test runs execute."""
     checkouts: Checkouts
     """The pool of worktrees ORIENT, the executor and the gate use."""
     human: HumanQueue
@@ -82,11 +82,32 @@ class Session:
     run_ended: bool = True
     """No run is open: none started yet, or its record is closed (the daemon starts
     another at its next wake)."""
+    _jail: tuple[Config, Jail] | None = field(default=None, init=False, repr=False)
+
+    @property
+    def config(self) -> Config:
+        """The current config (a reload swaps it in `live`)."""
+        return self.live.current
+
+    @property
+    def jail(self) -> Jail:
+        """Where agent commands and test runs execute: made from the config (its
+        [sandbox] and test command), and made again once a reload swapped it."""
+        made = self._jail
+        if made is None or made[0] is not self.config:
+            made = (self.config, Jail.for_config(self.config, Path(self.repo.git_dir)))
+            self._jail = made
+        return made[1]
 
     @classmethod
-    def open(cls, config: Config, model: Model | None = None, start_run: bool = True) -> Session:
+    def open(
+        cls, config: Config | LiveConfig, model: Model | None = None, start_run: bool = True
+    ) -> Session:
         """Lock, recover, start or resume the milestone and (unless `start_run` is
-        False: the daemon starts one per wake) record a run."""
+        False: the daemon starts one per wake) record a run. A `LiveConfig` is
+        shared: whoever swaps its config swaps the session's."""
+        live = LiveConfig.of(config)
+        config = live.current
         repo = open_repo(config.root)
         acquire_lock(config.state_dir)  # one soda per repository, daemon or foreground
         db = open_db(config.db_path)
@@ -96,10 +117,10 @@ class Session:
         model = model or make_model(config, events.emit)
         tracker = SqliteTracker(db, milestone_name(config))
         milestone = start_milestone(config, repo, tracker)
-        recorder = CallRecorder(db, config, model.provider, events)
-        runner = AgentRunner(model, config, recorder)
+        recorder = CallRecorder(db, live, model.provider, events)
+        runner = AgentRunner(model, live, recorder)
         session = cls(
-            config,
+            live,
             repo,
             db,
             events,
@@ -109,7 +130,6 @@ class Session:
             runner,
             milestone,
             0,
-            Jail.for_config(config, Path(repo.git_dir)),
             Checkouts(repo, config.state_dir / "worktrees"),
             HumanQueue(config.state_dir, db, events),
         )
