@@ -26,7 +26,6 @@ from pathlib import Path
 from local_api import NOT_MET, VERIFIED, anthropic_project, plan, responder, submit
 
 from soda.config import load
-from soda.loop.context import Iteration, IterationRecord
 from soda.loop.orient import orient
 from soda.loop.phases import sense_phase
 from soda.loop.session import Session
@@ -123,13 +122,9 @@ def measure(past: int, max_learnings: int | None) -> dict[str, int]:
                 path.write_text(text)
             session = Session.open(load(path))
             seed(session, past)
-            number = past + 1
-            record = IterationRecord(
-                session.db, runs.start_iteration(session.db, session.run_id, number), number
-            )
-            it = Iteration(number, record)
+            it = session.begin_iteration()  # iteration past + 1
             claims = sense_phase(session, it, lambda line: None)
-            orient(session, claims, number)
+            orient(session, it, claims)
             sizes: dict[str, int] = {}
             for request in fake.requests:
                 body = request.body

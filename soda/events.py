@@ -20,6 +20,7 @@ from sqlite_utils import Database
 from soda.config import Config
 from soda.store import events as event_rows
 from soda.store.db import dumps, now
+from soda.store.runs import IterationRef
 from soda.system.proc import run as run_command
 
 Listener = Callable[[str, dict[str, Any]], None]
@@ -28,14 +29,54 @@ Listener = Callable[[str, dict[str, Any]], None]
 
 class Events:
     """Appends typed events. `kind` is a dotted name such as `act.merged`,
-    `provider.retry` or `inbox.rejected`; `data` is any JSON-able mapping."""
+    `provider.retry` or `inbox.rejected`; `data` is any JSON-able mapping.
 
-    def __init__(self, db: Database, log_path: Path | None = None) -> None:
+    An `Events` is bound to a scope that never changes: none (the process), a run
+    (`for_run`), or an iteration (`for_iteration`). Each scope is a new object that
+    shares the table, the log and the listeners, so whoever is handed the
+    iteration's `Events` records its events against that iteration, and nobody
+    reads an id another part of soda left behind."""
+
+    def __init__(
+        self,
+        db: Database,
+        log_path: Path | None = None,
+        *,
+        run_id: int | None = None,
+        iteration: IterationRef | None = None,
+        listeners: list[Listener] | None = None,
+    ) -> None:
         self.db = db
         self.log_path = log_path
-        self.run_id: int | None = None
-        self.iteration_id: int | None = None
-        self._listeners: list[Listener] = []
+        self._run_id = run_id
+        self._iteration = iteration
+        self._listeners: list[Listener] = [] if listeners is None else listeners
+
+    @property
+    def run_id(self) -> int | None:
+        return self._run_id
+
+    @property
+    def iteration(self) -> IterationRef | None:
+        return self._iteration
+
+    @property
+    def iteration_id(self) -> int | None:
+        return self._iteration.id if self._iteration is not None else None
+
+    def for_run(self, run_id: int | None) -> Events:
+        """The events of run `run_id` (no iteration)."""
+        return Events(self.db, self.log_path, run_id=run_id, listeners=self._listeners)
+
+    def for_iteration(self, iteration: IterationRef) -> Events:
+        """The events of `iteration`, in this object's run."""
+        return Events(
+            self.db,
+            self.log_path,
+            run_id=self._run_id,
+            iteration=iteration,
+            listeners=self._listeners,
+        )
 
     def subscribe(self, listener: Listener) -> Callable[[], None]:
         """Call `listener` after every event this object emits; returns the

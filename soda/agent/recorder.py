@@ -18,15 +18,28 @@ class CallRecorder:
     stops the run (BudgetExhausted) once a [budget] limit is passed."""
 
     def __init__(
-        self, db: Database, config: Config | LiveConfig, provider: str, events: Events
+        self,
+        db: Database,
+        config: Config | LiveConfig,
+        provider: str,
+        events: Events,
+        run_id: int | None = None,
+        iteration_id: int | None = None,
     ) -> None:
         self.db = db
         self.live = LiveConfig.of(config)
         self.provider = provider
         self.events = events
-        self.run_id: int | None = None
-        self.iteration_id: int | None = None
+        self.run_id = run_id
+        self.iteration_id = iteration_id
         self.reset()
+
+    def for_scope(self, events: Events) -> CallRecorder:
+        """A recorder of its own for the run or iteration `events` is bound to:
+        its calls are stored against that scope, its totals start at zero."""
+        return CallRecorder(
+            self.db, self.live, self.provider, events, events.run_id, events.iteration_id
+        )
 
     @property
     def config(self) -> Config:

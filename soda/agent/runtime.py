@@ -33,6 +33,7 @@ Typed: an `Agent[Verification]` (see `load_agent`) runs to an
 
 from __future__ import annotations
 
+import copy
 from collections.abc import Callable
 from dataclasses import dataclass, replace
 from typing import Any, Generic, Protocol
@@ -135,6 +136,13 @@ class AgentRunner:
     def config(self) -> Config:
         """The current config (a reload swaps it in `live`)."""
         return self.live.current
+
+    def recording_to(self, record: Recorder) -> AgentRunner:
+        """The same runner, recording its calls and events with `record` (an
+        iteration's recorder, or a task's locked view of it)."""
+        runner = copy.copy(self)
+        runner.record = record
+        return runner
 
     def run(
         self,
@@ -279,6 +287,7 @@ class AgentRunner:
                 answer_tool=SUBMIT,
                 max_tokens=conversation.max_tokens,
                 must_call=must_call,
+                on_event=self.record.event,
             )
             try:
                 response = self.model.complete(request)

@@ -303,9 +303,10 @@ class Daemon:
 
             db = open_db(self.config.db_path)
             try:
-                events = Events(db, self.config.state_dir / "logs" / "events.jsonl")
                 session = getattr(self, "session", None)
-                events.run_id = session.events.run_id if session is not None else None
+                run_id = session.events.run_id if session is not None else None
+                log = self.config.state_dir / "logs" / "events.jsonl"
+                events = Events(db, log).for_run(run_id)
                 events.emit("watcher.restarted", {"error": text, "backoff_seconds": backoff})
             finally:
                 db.conn.close()

@@ -91,6 +91,10 @@ class HumanQueue:
 
     # --- the queue ------------------------------------------------------------
 
+    def with_events(self, events: Events) -> HumanQueue:
+        """The same queue, recording its events with `events` (an iteration's)."""
+        return HumanQueue(self.state_dir, self.db, events)
+
     def ingest(self, settle_seconds: float = 0.3) -> IngestReport:
         """Record every settled inbox file as a pending input, or reject it."""
         return files.ingest(self.state_dir, self.db, self.events, settle_seconds)

@@ -110,6 +110,9 @@ class ModelRequest:
     """When set, this turn must be a call to one of these tools. Every tool stays
     declared (so the prompt cache holds); providers force a single name through
     their tool choice, and several names as "some tool"."""
+    on_event: EventSink | None = field(default=None, compare=False, repr=False)
+    """Where the provider's events about this request go (`provider.retry`): the
+    asking agent's iteration. None: the sink the provider was built with."""
 
 
 @dataclass

@@ -87,7 +87,7 @@ class OpenAICompatModel:
             lambda: to_response(*self._send(body), request, json_mode),
             max_retries=self.config.max_retries,
             max_total_wait=self.config.max_retry_wait,
-            emit=self.emit,
+            emit=request.on_event or self.emit,
             describe=f"agent {request.agent} ({request.model})",
             sleep=self.sleep,
         )

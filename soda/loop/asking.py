@@ -83,7 +83,7 @@ def waiting_for_answers(db: Database) -> dict[str, str]:
     }
 
 
-def orient_ask_tools(session: Session, number: int) -> list[Tool]:
+def orient_ask_tools(session: Session, it: Iteration) -> list[Tool]:
     """`ask_human` for ORIENT's agents. Their question ends ORIENT (the iteration
     is STUCK until the answer comes, see `asked_orientation`); the next ORIENT
     starts afresh with the answer among its inputs (`person_answers`)."""
@@ -91,16 +91,16 @@ def orient_ask_tools(session: Session, number: int) -> list[Tool]:
     def ask(question: str) -> int:
         question_id = questions.ask(
             session.db,
-            iteration_id=session.events.iteration_id,
-            iteration=number,
+            iteration_id=it.id,
+            iteration=it.number,
             agent="orient",
             question=question,
         )
-        session.events.emit(
-            "question.asked", {"question": question_id, "plan": number, "text": question}
+        it.events.emit(
+            "question.asked", {"question": question_id, "plan": it.number, "text": question}
         )
         reason = f'question {question_id}: {question} (answer: soda answer {question_id} "...")'
-        notify(session.config, "QUESTION", number, reason, session.events)
+        notify(session.config, "QUESTION", it.number, reason, it.events)
         return question_id
 
     return ask_tools(ask, lambda question_id, messages, results, call_id: None)
@@ -157,13 +157,13 @@ def executor_ask_tools(
             task_id=task.task_id,
         )
         data = {"question": question_id, "plan": it.number, "key": task.id, "text": question}
-        session.events.emit("question.asked", data)
+        it.events.emit("question.asked", data)
         if task.task_id is not None:
             session.tracker.comment(
                 task.task_id, "executor", f"asked (question {question_id}): {question}", it.id
             )
         reason = f'question {question_id}: {question} (answer: soda answer {question_id} "...")'
-        notify(session.config, "QUESTION", it.number, reason, session.events)
+        notify(session.config, "QUESTION", it.number, reason, it.events)
         return question_id
 
     def keep(
@@ -204,7 +204,7 @@ class Resume:
             ws.repo.git.update_ref("-d", RESUME_REF.format(self.question_id))
 
 
-def resume_orientation(session: Session) -> Orientation | None:
+def resume_orientation(session: Session, it: Iteration) -> Orientation | None:
     """ORIENT's place when questions were answered: the waiting tasks as the plan,
     not replanned. None when there is nothing to resume. An answered question
     that cannot be resumed (nothing was kept) is closed; its task is replanned."""
@@ -215,7 +215,7 @@ def resume_orientation(session: Session) -> Orientation | None:
         stored = _stored(question)
         if stored is None or "task" not in stored or question.task_id is None:
             questions.settle(session.db, question.id, "closed")
-            session.events.emit("question.closed", {"question": question.id})
+            it.events.emit("question.closed", {"question": question.id})
             continue
         task = PlanTask.model_validate(stored["task"])
         if task.id in {t.id for t in tasks}:
@@ -242,7 +242,7 @@ def resume_orientation(session: Session) -> Orientation | None:
     )
 
 
-def take_resume(session: Session, task: PlanTask) -> Resume | None:
+def take_resume(session: Session, it: Iteration, task: PlanTask) -> Resume | None:
     """The answered question `task` waited for, taken (status resumed): the task's
     first attempt goes on from it. None when the task waited for nothing."""
     if task.task_id is None:
@@ -253,7 +253,7 @@ def take_resume(session: Session, task: PlanTask) -> Resume | None:
         if question.task_id != task.task_id or stored is None or messages is None:
             continue
         questions.settle(session.db, question.id, "resumed")
-        session.events.emit("question.resumed", {"question": question.id, "key": task.id})
+        it.events.emit("question.resumed", {"question": question.id, "key": task.id})
         _release_kept(session, stored)
         return Resume(question.id, messages, stored["commit"], stored["base"])
     return None

@@ -3,7 +3,11 @@
     Session    (soda.loop.session) one run of the process: config, repository,
                database, events, model runner, Trace, human queue, jail,
                checkout pool, milestone, clock
-    Iteration  one iteration: its number, its record, its cancel flag
+    Iteration  one iteration: its identity (`IterationRef`: number and row
+               id), its record, its cancel flag, and the services bound to it
+               (events, the call recorder and an agent runner recording to it,
+               the human queue emitting its events): handed down, never left
+               on a shared object for someone to read
 
 What the tasks of one plan share while they run (the merge lock, the tip's
 test report, the stop flag) is `soda.loop.act.task.PlanRun`; a task's own state
@@ -23,9 +27,13 @@ from sqlite_utils import Database
 
 from soda.store import runs
 from soda.store.db import now
+from soda.store.runs import IterationRef
 
 if TYPE_CHECKING:
     from soda.agent.recorder import CallRecorder
+    from soda.agent.runtime import AgentRunner
+    from soda.events import Events
+    from soda.human import HumanQueue
 
 
 @dataclass
@@ -55,11 +63,23 @@ class IterationRecord:
 class Iteration:
     """One iteration: what lives from SENSE to the end of ACT."""
 
-    number: int
+    ref: IterationRef
     record: IterationRecord
+    events: Events
+    """Events recorded against this iteration."""
+    recorder: CallRecorder
+    """This iteration's model calls and totals."""
+    runner: AgentRunner
+    """Runs agents, recording to `recorder`."""
+    human: HumanQueue
+    """The person's inputs, its events recorded against this iteration."""
     cancel_requested: bool = False
     """Set by a person's `cancel` while the plan runs; pending tasks are skipped."""
 
     @property
+    def number(self) -> int:
+        return self.ref.number
+
+    @property
     def id(self) -> int:
-        return self.record.id
+        return self.ref.id

@@ -33,6 +33,7 @@ from soda.loop.asking import (
     person_answers,
     waiting_for_answers,
 )
+from soda.loop.context import Iteration
 from soda.loop.session import Session
 from soda.repo.workspace import branch_head
 from soda.store import learnings
@@ -48,7 +49,7 @@ Inputs = dict[str, Any]
 """What an agent that plans answers: the orienter's Orientation, the planner's Planning."""
 
 
-def orient(session: Session, claims: Claims, number: int) -> Orientation:
+def orient(session: Session, it: Iteration, claims: Claims) -> Orientation:
     # A clean checkout of the milestone tip from the pool (the gate tested it
     # there, so it is usually in place already). It lives inside state/, so
     # everything outside it (the database included) is out of the tools' reach;
@@ -60,19 +61,19 @@ def orient(session: Session, claims: Claims, number: int) -> Orientation:
         sandbox,
         repo_map_tokens=session.config.context.repo_map_tokens,
         tests=(lambda: _tip_tests(session, tip), tip),
-    ).extended(orient_ask_tools(session, number))  # ask_human: ORIENT stops for the answer
+    ).extended(orient_ask_tools(session, it))  # ask_human: ORIENT stops for the answer
     inputs = {"spec": session.spec_text(), "claims": claims, **person_answers(session.db)}
     known = {task.id for task in session.tracker.list()}
-    choice = planning_mode.choose(session, claims)  # [loop] planning: a DAG or one task
+    choice = planning_mode.choose(session, it, claims)  # [loop] planning: a DAG or one task
     for_planner = {**choice.planner_inputs(), **waiting_for_answers(session.db)}
     try:
         if session.config.loop.orient_pattern == "single":
-            orientation = _single(session, {**inputs, **for_planner}, tools, known)
+            orientation = _single(session, it, {**inputs, **for_planner}, tools, known)
         else:
-            orientation = _split(session, inputs, tools, known, for_planner)
+            orientation = _split(session, it, inputs, tools, known, for_planner)
     except Suspended as asked:
         return asked_orientation(str(asked))
-    return planning_mode.shape(session, orientation, choice)
+    return planning_mode.shape(it, orientation, choice)
 
 
 def _tip_tests(session: Session, tip: str) -> tuple[TestReport, bool]:
@@ -82,14 +83,21 @@ def _tip_tests(session: Session, tip: str) -> tuple[TestReport, bool]:
     return tested(session.config, session.jail, session.db, session.checkouts, tip)
 
 
-def _single(session: Session, inputs: Inputs, tools: Toolset, known: set[int]) -> Orientation:
-    return _until_valid(session, load_agent("orienter", Orientation), inputs, tools, known)
+def _single(
+    session: Session, it: Iteration, inputs: Inputs, tools: Toolset, known: set[int]
+) -> Orientation:
+    return _until_valid(session, it, load_agent("orienter", Orientation), inputs, tools, known)
 
 
 def _split(
-    session: Session, inputs: Inputs, tools: Toolset, known: set[int], for_planner: Inputs
+    session: Session,
+    it: Iteration,
+    inputs: Inputs,
+    tools: Toolset,
+    known: set[int],
+    for_planner: Inputs,
 ) -> Orientation:
-    run = session.runner.run
+    run = it.runner.run
     verification = run(load_agent("verifier", Verification), inputs, tools).value
     inputs = {**inputs, "verification": verification}
     assessment = run(load_agent("assessor", Assessment), inputs, tools).value
@@ -102,7 +110,9 @@ def _split(
             learnings=[],
         )
     else:
-        planning = _plan(session, {**inputs, "assessment": assessment, **for_planner}, tools, known)
+        planning = _plan(
+            session, it, {**inputs, "assessment": assessment, **for_planner}, tools, known
+        )
     return Orientation(
         spec_satisfied=assessment.spec_satisfied,
         actionable_work_exists=planning.actionable_work_exists,
@@ -118,19 +128,26 @@ def _split(
     )
 
 
-def _plan(session: Session, inputs: Inputs, tools: Toolset, known: set[int]) -> Planning:
-    return _until_valid(session, load_agent("planner", Planning), inputs, tools, known)
+def _plan(
+    session: Session, it: Iteration, inputs: Inputs, tools: Toolset, known: set[int]
+) -> Planning:
+    return _until_valid(session, it, load_agent("planner", Planning), inputs, tools, known)
 
 
 def _until_valid(
-    session: Session, agent: Agent[Plans], inputs: Inputs, tools: Toolset, known: set[int]
+    session: Session,
+    it: Iteration,
+    agent: Agent[Plans],
+    inputs: Inputs,
+    tools: Toolset,
+    known: set[int],
 ) -> Plans:
     """Run the agent that plans until its plan passes the semantic checks: the
     problems go back to it, at most PLAN_REPAIRS times in all, then HALT."""
     problems: list[str] = []
     for attempt in range(1, PLAN_REPAIRS + 1):
-        answer = session.runner.run(agent, _with_problems(inputs, problems), tools).value
-        problems = _problems(session, answer.iteration_plan, known, attempt)
+        answer = it.runner.run(agent, _with_problems(inputs, problems), tools).value
+        problems = _problems(session, it, answer.iteration_plan, known, attempt)
         if not problems:
             return answer
     raise _invalid(agent.name, problems)
@@ -144,14 +161,14 @@ def _with_problems(inputs: Inputs, problems: list[str]) -> Inputs:
 
 
 def _problems(
-    session: Session, plan: IterationPlan | None, known: set[int], attempt: int
+    session: Session, it: Iteration, plan: IterationPlan | None, known: set[int], attempt: int
 ) -> list[str]:
     """What is wrong with a plan (none for no plan); a rejection is an event."""
     if plan is None:
         return []
     problems = plan_problems(plan, known, session.config.plan.max_tasks)
     if problems:
-        session.events.emit("plan.rejected", {"attempt": attempt, "problems": problems})
+        it.events.emit("plan.rejected", {"attempt": attempt, "problems": problems})
     return problems
 
 
@@ -162,13 +179,14 @@ def _invalid(agent: str, problems: list[str]) -> StructuralError:
     )
 
 
-def apply_orientation(session: Session, orientation: Orientation, iteration_id: int) -> Orientation:
+def apply_orientation(session: Session, it: Iteration, orientation: Orientation) -> Orientation:
     """Write ORIENT's conclusions to Trace and learnings; return the orientation
     with every plan task bound to a Trace task."""
+    iteration_id = it.id
     tracker = session.tracker
     answers_used(session.db)  # the person's answers ORIENT was given are spent
     for update in orientation.task_updates:
-        _apply_update(session, update.task_id, update.action, update.reason, iteration_id)
+        _apply_update(session, it, update.task_id, update.action, update.reason)
     root = session.milestone.root_task_id
     for task in orientation.new_tasks:
         tracker.create(
@@ -179,7 +197,7 @@ def apply_orientation(session: Session, orientation: Orientation, iteration_id: 
             author="orient",
             iteration_id=iteration_id,
         )
-    _apply_verdicts(session, orientation.learning_verdicts, iteration_id)
+    _apply_verdicts(session, it, orientation.learning_verdicts)
     session.store_learnings(orientation.learnings, "orient", iteration_id)
     plan = orientation.iteration_plan
     if plan is None:
@@ -205,28 +223,26 @@ def apply_orientation(session: Session, orientation: Orientation, iteration_id: 
     )
 
 
-def _apply_verdicts(session: Session, verdicts: list[LearningVerdict], iteration_id: int) -> None:
+def _apply_verdicts(session: Session, it: Iteration, verdicts: list[LearningVerdict]) -> None:
     """Retire the learnings the verifier judged stale (`learning.retired`); a
     verdict naming no active learning is noted and skipped."""
     for verdict in verdicts:
         if verdict.keep:
             continue
-        if learnings.retire(session.db, verdict.learning_id, verdict.reason, iteration_id):
+        if learnings.retire(session.db, verdict.learning_id, verdict.reason, it.id):
             kind = "learning.retired"
         else:
             kind = "learning.verdict_skipped"
-        session.events.emit(kind, {"learning_id": verdict.learning_id, "reason": verdict.reason})
+        it.events.emit(kind, {"learning_id": verdict.learning_id, "reason": verdict.reason})
 
 
-def _apply_update(
-    session: Session, task_id: int, action: str, reason: str, iteration_id: int
-) -> None:
+def _apply_update(session: Session, it: Iteration, task_id: int, action: str, reason: str) -> None:
     tracker = session.tracker
     try:
         task = tracker.show(task_id)
     except InputError as exc:
         # A model naming a task that is not there is noted, not fatal.
-        session.events.emit("trace.update_skipped", {"task_id": task_id, "reason": str(exc)})
+        it.events.emit("trace.update_skipped", {"task_id": task_id, "reason": str(exc)})
         return
     if action == "close" and task.status != TaskStatus.CLOSED:
         tracker.close(task_id, reason)
@@ -234,4 +250,4 @@ def _apply_update(
         tracker.block(task_id, reason)
     elif action == "unblock" and task.status == TaskStatus.BLOCKED:
         tracker.unblock(task_id)
-    tracker.comment(task_id, "orient", f"{action}: {reason}", iteration_id=iteration_id)
+    tracker.comment(task_id, "orient", f"{action}: {reason}", iteration_id=it.id)

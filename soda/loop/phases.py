@@ -44,8 +44,8 @@ def sense_input(session: Session, number: int) -> SenseInput:
 def sense_phase(session: Session, it: Iteration, say: Printer) -> Claims:
     """Take in the person's files, apply what needs no judgment, gather the claims,
     and claim the inputs ORIENT will read."""
-    session.events.emit("sense.start", {"number": it.number})
-    human = session.human
+    it.events.emit("sense.start", {"number": it.number})
+    human = it.human
     human.ingest()
     for line in human.apply_at_sense(
         session.tracker, session.config.spec_path, session.store_learnings, it.number
@@ -65,21 +65,21 @@ def sense_phase(session: Session, it: Iteration, say: Printer) -> Claims:
 def orient_phase(session: Session, it: Iteration, claims: Claims) -> Orientation:
     """The agents' reading, written to Trace and learnings; the human inputs they
     read are marked applied."""
-    session.events.emit("orient.start", {"number": it.number})
-    orientation = orient(session, claims, it.number)
-    orientation = apply_orientation(session, orientation, it.id)
+    it.events.emit("orient.start", {"number": it.number})
+    orientation = orient(session, it, claims)
+    orientation = apply_orientation(session, it, orientation)
     ids = [item.id for item in claims.human.pending]
     if ids:
-        session.human.mark_applied(
+        it.human.mark_applied(
             ids, it.number, f"read by ORIENT in iteration {it.number}: {orientation.summary}"
         )
     return orientation
 
 
 def decide_phase(
-    session: Session, claims: Claims, orientation: Orientation, say: Printer
+    session: Session, it: Iteration, claims: Claims, orientation: Orientation, say: Printer
 ) -> Decision:
-    recorder = session.recorder
+    recorder = it.recorder
     budget = session.config.budget
     decision = decide(
         orientation,
@@ -93,13 +93,13 @@ def decide_phase(
         Control(paused=claims.human.paused, stop_requested=session.stop_requested),
     )
     if decision.kind is Kind.DONE:
-        decision = confirm_phase(session, decision, say)
-    session.events.emit("decide.done", {"decision": decision.kind.name, "reason": decision.reason})
+        decision = confirm_phase(session, it, decision, say)
+    it.events.emit("decide.done", {"decision": decision.kind.name, "reason": decision.reason})
     say(f"decide: {decision.kind.name} - {decision.reason}")
     return decision
 
 
-def confirm_phase(session: Session, decision: Decision, say: Printer) -> Decision:
+def confirm_phase(session: Session, it: Iteration, decision: Decision, say: Printer) -> Decision:
     """DONE is not taken on the assessor's word: the milestone tip's tests run on
     a clean checkout first; failures turn it back into work for the next iteration."""
     refused = confirm_done(
@@ -108,7 +108,7 @@ def confirm_phase(session: Session, decision: Decision, say: Printer) -> Decisio
         session.db,
         session.checkouts,
         session.milestone.branch,
-        session.events,
+        it.events,
     )
     if refused is not None:
         return Decision(Kind.CONTINUE, refused, outcome=IterationOutcome.DONE_REFUSED)
@@ -119,7 +119,7 @@ def confirm_phase(session: Session, decision: Decision, say: Printer) -> Decisio
         landed = land_on_base(
             session.repo, session.milestone.branch, session.config.project.base_branch
         )
-        session.events.emit("done.merge", {"result": landed})
+        it.events.emit("done.merge", {"result": landed})
         say(f"done: {landed}")
     return decision
 

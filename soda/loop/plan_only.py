@@ -21,6 +21,7 @@ from soda.contracts.plan_dag import batches
 from soda.errors import SodaError
 from soda.human.approval import needs_approval, plan_risk
 from soda.llm.base import Model
+from soda.loop.context import Iteration
 from soda.loop.decide import Budget, Control, Decision, Kind, LoopState, decide
 from soda.loop.orient import orient
 from soda.loop.phases import sense_input
@@ -63,16 +64,16 @@ def plan_only(session: Session, say: Printer) -> Preview:
     try:
         claims = sense(sense_input(session, it.number))
         record.save(phase="orient", claims_json=claims)
-        orientation = orient(session, claims, it.number)
+        orientation = orient(session, it, claims)
         plan = orientation.iteration_plan
         record.save(phase="decide", orient_json=orientation, intent=plan.intent if plan else None)
-        decision = _decide(session, claims.project.loop, claims.human.paused, orientation)
+        decision = _decide(session, it, claims.project.loop, claims.human.paused, orientation)
         record.save(
             decision=decision.kind.name,
             decision_reason=decision.reason,
             outcome=IterationOutcome.PLAN_ONLY,
         )
-        session.events.emit(
+        it.events.emit(
             "plan.previewed",
             {
                 "plan": it.number,
@@ -85,11 +86,13 @@ def plan_only(session: Session, say: Printer) -> Preview:
         record.save(outcome=IterationOutcome.PLAN_ONLY, error=f"{type(exc).__name__}: {exc}")
         raise
     finally:
-        record.finish(session.recorder)
+        record.finish(it.recorder)
 
 
-def _decide(session: Session, loop: LoopStatus, paused: bool, orientation: Orientation) -> Decision:
-    recorder, budget = session.recorder, session.config.budget
+def _decide(
+    session: Session, it: Iteration, loop: LoopStatus, paused: bool, orientation: Orientation
+) -> Decision:
+    recorder, budget = it.recorder, session.config.budget
     return decide(
         orientation,
         LoopState(session.iterations_in_run, session.iteration_limit, loop),

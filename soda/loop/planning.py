@@ -25,6 +25,7 @@ from soda.contracts.plan_dag import batches
 from soda.errors import StructuralError, TransientError
 
 if TYPE_CHECKING:
+    from soda.loop.context import Iteration
     from soda.loop.session import Session
 
 AUTO_MIN_UNITS = 2
@@ -56,7 +57,7 @@ class Choice:
         return {"plan_size": ONE_TASK.format(mode=self.mode, reason=self.reason)}
 
 
-def choose(session: Session, claims: Claims) -> Choice:
+def choose(session: Session, it: Iteration, claims: Claims) -> Choice:
     """Decide, by `[loop] planning`, whether this iteration plans several tasks."""
     mode = session.config.loop.planning
     if mode == "always":
@@ -64,10 +65,10 @@ def choose(session: Session, claims: Claims) -> Choice:
     elif mode == "never":
         choice = Choice(mode, False, "planning = never")
     elif mode == "model":
-        choice = _by_model(session, claims)
+        choice = _by_model(session, it, claims)
     else:
         choice = heuristic(session.spec_text(), claims, mode)
-    session.events.emit(
+    it.events.emit(
         "planning.mode",
         {"mode": choice.mode, "multi_task": choice.multi_task, "reason": choice.reason},
     )
@@ -88,7 +89,7 @@ def heuristic(spec: str, claims: Claims, mode: str = "auto") -> Choice:
     return Choice(mode, False, f"{what}: one task is enough")
 
 
-def _by_model(session: Session, claims: Claims) -> Choice:
+def _by_model(session: Session, it: Iteration, claims: Claims) -> Choice:
     """The fast model's choice; the heuristic's when the call fails in any way
     (a transient failure, a broken answer, a model that gave up)."""
     work = {
@@ -96,14 +97,14 @@ def _by_model(session: Session, claims: Claims) -> Choice:
         "blocked_tasks": [t.title for t in claims.work.blocked],
     }
     try:
-        answer = session.runner.run(
+        answer = it.runner.run(
             load_agent("planning_mode", PlanningChoice),
             {"spec": session.spec_text(), "work": work},
             None,
         ).value
     except (StructuralError, TransientError) as exc:
         fallback = heuristic(session.spec_text(), claims, "model")
-        session.events.emit(
+        it.events.emit(
             "planning.fallback", {"error": type(exc).__name__, "message": str(exc)[:300]}
         )
         return Choice(
@@ -112,14 +113,14 @@ def _by_model(session: Session, claims: Claims) -> Choice:
     return Choice("model", answer.multi_task, answer.reason)
 
 
-def shape(session: Session, orientation: Orientation, choice: Choice) -> Orientation:
+def shape(it: Iteration, orientation: Orientation, choice: Choice) -> Orientation:
     """The orientation with its plan cut to one task when one task was chosen."""
     plan = orientation.iteration_plan
     if choice.multi_task or plan is None or len(plan.tasks) <= 1:
         return orientation
     cut = one_task(plan)
     dropped = [task.id for task in plan.tasks if task.id != cut.tasks[0].id]
-    session.events.emit("planning.cut", {"kept": cut.tasks[0].id, "dropped": dropped})
+    it.events.emit("planning.cut", {"kept": cut.tasks[0].id, "dropped": dropped})
     return orientation.model_copy(update={"iteration_plan": cut})
 
 

@@ -71,23 +71,23 @@ def iterate(session: Session, it: Iteration, say: Printer) -> Decision:
     claims = sense_phase(session, it, say)
     record.save(phase="orient", claims_json=claims)
     # Tasks that waited for a person's answer go on without replanning.
-    orientation = resume_orientation(session) or orient_phase(session, it, claims)
+    orientation = resume_orientation(session, it) or orient_phase(session, it, claims)
     plan = orientation.iteration_plan
     record.save(phase="decide", orient_json=orientation, intent=plan.intent if plan else None)
     say(f"orient: {spec_state(orientation)}; {orientation.summary}")
-    decision = decide_phase(session, claims, orientation, say)
+    decision = decide_phase(session, it, claims, orientation, say)
     outcome = decision.settled_outcome()
     record.save(decision=decision.kind.name, decision_reason=decision.reason, outcome=outcome)
     act_json = None
     if outcome is None and plan is not None:
         record.save(phase="act")
-        with iteration_report.plan_frame(session.events, it.number, plan):
+        with iteration_report.plan_frame(it.events, it.number, plan):
             result = act(session, it, plan, say)
         act_json, outcome = result.to_json(), result.outcome
         record.save(act_json=act_json, outcome=outcome, merged_commit=result.merged_commit)
         say(f"act: {result.outcome} - {result.detail}")
     report = iteration_report.conclude(
-        session.db, session.events, it.number, orientation, act_json, outcome, it.cancel_requested
+        session.db, it.events, it.number, orientation, act_json, outcome, it.cancel_requested
     )
     record.save(report_json=report)
     say(f"report: {iteration_report.line(report)}")
@@ -123,7 +123,7 @@ def run_iteration(session: Session, say: Printer) -> IterationResult:
         say(f"transient failure: {exc}")
         return IterationResult(record.number, Ending.TRANSIENT, str(exc))
     except StructuralError as exc:
-        _record_halt(session, record, exc)
+        _record_halt(session, it, exc)
         say(f"HALT: {exc}")
         return IterationResult(record.number, Ending.HALT, str(exc))
     except UserError as exc:
@@ -143,12 +143,12 @@ def run_iteration(session: Session, say: Printer) -> IterationResult:
         error = f"{type(exc).__name__}: {exc}"
         record.save(outcome=IterationOutcome.CRASHED, error=error)
         session.finish_run(RunStatus.CRASHED, error)
-        session.events.emit("crash", {"error": error})
+        it.events.emit("crash", {"error": error})
         raise
     finally:
-        session.human.release_claims()
-        record.finish(session.recorder)
-        _keep_fingerprint(session, record)
+        it.human.release_claims()
+        record.finish(it.recorder)
+        _keep_fingerprint(session, it)
 
 
 def _interrupted(
@@ -162,15 +162,16 @@ def _interrupted(
     return IterationResult(record.number, Ending.INTERRUPTED, reason)
 
 
-def _keep_fingerprint(session: Session, record: IterationRecord) -> None:
+def _keep_fingerprint(session: Session, it: Iteration) -> None:
     """What ORIENT would see next, stored as the iteration ends (see soda.loop.wake)."""
     try:
-        record.save(fingerprint=fingerprint(session))
+        it.record.save(fingerprint=fingerprint(session))
     except Exception as exc:  # never worth failing an iteration: the next wake just pays
-        session.events.emit("wake.fingerprint_failed", {"error": f"{type(exc).__name__}: {exc}"})
+        it.events.emit("wake.fingerprint_failed", {"error": f"{type(exc).__name__}: {exc}"})
 
 
-def _record_halt(session: Session, record: IterationRecord, exc: StructuralError) -> None:
+def _record_halt(session: Session, it: Iteration, exc: StructuralError) -> None:
+    record = it.record
     violation = exc.violation if isinstance(exc, ContractViolation) else None
     agent = exc.agent if isinstance(exc, ContractViolation) else None
     raw = exc.raw if isinstance(exc, ContractViolation | ModelStopped) else None
@@ -193,7 +194,7 @@ def _record_halt(session: Session, record: IterationRecord, exc: StructuralError
         outcome=IterationOutcome.HALTED,
         error=type(exc).__name__,
     )
-    session.events.emit("halt", {"error": type(exc).__name__, "message": str(exc)})
+    it.events.emit("halt", {"error": type(exc).__name__, "message": str(exc)})
 
 
 def run_loop(

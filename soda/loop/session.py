@@ -34,6 +34,7 @@ from soda.repo.checkouts import Checkouts
 from soda.repo.git import open_repo
 from soda.repo.milestone import milestone_branch, milestone_name
 from soda.store import learnings, open_db, runs
+from soda.store.runs import IterationRef
 from soda.system import proc
 from soda.system.clock import Clock, SystemClock
 from soda.system.jail import Jail
@@ -154,8 +155,12 @@ class Session:
                 "pid": os.getpid(),
             },
         )
-        self.events.run_id = self.run_id
-        self.recorder.run_id = self.run_id
+        # The run's own services: the session (the composition root) rebinds them;
+        # nothing below reads a run or iteration id off a shared object.
+        self.events = self.events.for_run(self.run_id)
+        self.recorder = self.recorder.for_scope(self.events)
+        self.runner = self.runner.recording_to(self.recorder)
+        self.human = self.human.with_events(self.events)
         self.iterations_in_run = 0
         self.run_ended = False
         self.events.emit(
@@ -190,12 +195,18 @@ class Session:
     def begin_iteration(self) -> Iteration:
         self.iterations_in_run += 1
         number = runs.next_iteration_number(self.db)
-        iteration_id = runs.start_iteration(self.db, self.run_id, number)
-        self.recorder.iteration_id = iteration_id
-        self.recorder.reset()
-        self.events.iteration_id = iteration_id
-        self.events.emit("iteration.start", {"number": number})
-        return Iteration(number, IterationRecord(self.db, iteration_id, number))
+        ref = IterationRef(number, runs.start_iteration(self.db, self.run_id, number))
+        events = self.events.for_iteration(ref)
+        recorder = self.recorder.for_scope(events)
+        events.emit("iteration.start", {"number": number})
+        return Iteration(
+            ref,
+            IterationRecord(self.db, ref.id, number),
+            events,
+            recorder,
+            self.runner.recording_to(recorder),
+            self.human.with_events(events),
+        )
 
 
 def start_milestone(config: Config, repo: Repo, tracker: Tracker) -> Milestone:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Iterable
+from dataclasses import dataclass
 from typing import Any
 
 from pydantic import BaseModel
@@ -28,6 +29,15 @@ def next_iteration_number(db: Database) -> int:
     """Iteration numbers continue across runs."""
     row = db.execute("SELECT COALESCE(MAX(number), 0) FROM iterations").fetchone()
     return int(row[0]) + 1
+
+
+@dataclass(frozen=True)
+class IterationRef:
+    """One iteration's identity, passed down explicitly: its number (what people
+    see: `soda show N`) and its row id (what other tables point at)."""
+
+    number: int
+    id: int
 
 
 def start_iteration(db: Database, run_id: int, number: int) -> int:

@@ -77,9 +77,9 @@ def act(
     session: Session, it: Iteration, plan: IterationPlan, say: Callable[[str], None]
 ) -> ActResult:
     """Run the plan and land what passes the gate; the result says what happened."""
-    session.events.emit("act.start", {"intent": plan.intent, "tasks": len(plan.tasks)})
+    it.events.emit("act.start", {"intent": plan.intent, "tasks": len(plan.tasks)})
     if needs_approval(plan, session.config.approval.risk_threshold):
-        verdict = _wait_for_person(session, it.number, plan, say)
+        verdict = _wait_for_person(session, it, plan, say)
         if not verdict.approved:
             return ActResult(IterationOutcome.REJECTED, verdict.reason)
         plan = verdict.plan or plan  # the plan as a person edited it (approve --edit)
@@ -87,10 +87,10 @@ def act(
     baseline = milestone_tests(
         session.config, session.jail, session.db, session.checkouts, session.milestone.branch
     )
-    session.events.emit("act.baseline", {"summary": baseline.summary()})
+    it.events.emit("act.baseline", {"summary": baseline.summary()})
     _check_baseline(baseline)
     run = PlanRun(
-        session, it, plan, baseline, lambda verdict: _ask_person(session, it.number, verdict, say)
+        session, it, plan, baseline, lambda verdict: _ask_person(session, it, verdict, say)
     )
     try:
         report = execute_plan(
@@ -168,13 +168,13 @@ def _check_baseline(baseline: TestReport) -> None:
 
 
 def _wait_for_person(
-    session: Session, number: int, subject: IterationPlan | str, say: Callable[[str], None]
+    session: Session, it: Iteration, subject: IterationPlan | str, say: Callable[[str], None]
 ) -> Verdict:
     return await_approval(
-        session.human,
+        it.human,
         session.config,
-        session.events,
-        number,
+        it.events,
+        it.number,
         subject,
         say,
         lambda: session.stop_requested,
@@ -183,12 +183,12 @@ def _wait_for_person(
 
 
 def _ask_person(
-    session: Session, number: int, verdict: GateResult, say: Callable[[str], None]
+    session: Session, it: Iteration, verdict: GateResult, say: Callable[[str], None]
 ) -> GateResult:
     """A change the gate may not merge on its own word waits in the approval queue."""
     items = "\n".join(f"  - {item}" for item in verdict.approval[:20])
     answer = _wait_for_person(
-        session, number, f"the merge needs a person: {verdict.reason}\n{items}", say
+        session, it, f"the merge needs a person: {verdict.reason}\n{items}", say
     )
     if answer.approved:
         return GateResult(True, f"{verdict.reason}; {answer.reason}")

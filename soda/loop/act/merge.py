@@ -26,6 +26,7 @@ from soda.errors import GitError
 from soda.gate import tested
 from soda.gate.rules import GateResult, gate, infrastructure_changes
 from soda.gate.runner import TestReport, report_kind
+from soda.loop.context import Iteration
 from soda.loop.session import Session
 from soda.repo.workspace import Workspace, branch_head, land, prepare_merge
 
@@ -56,11 +57,12 @@ def merge_task(
     task: PlanTask,
     summary: str,
     tip_report: TestReport,
-    number: int,
+    it: Iteration,
     ask_person: AskPerson,
 ) -> MergeOutcome:
     """Gate `ws`'s work against the milestone tip and land it; the caller holds
     the merge lock. `tip_report`: the tests of the tip as it is now."""
+    number = it.number
     branch = session.milestone.branch
     tip_moved = branch_head(session.repo, branch) != ws.fork_point
     if not ws.catch_up():
@@ -85,7 +87,7 @@ def merge_task(
         mandatory=report_kind(session.config) != "exit-code",
         infrastructure=infrastructure,
     )
-    session.events.emit(
+    it.events.emit(
         "act.gate",
         {
             "plan": number,
@@ -105,7 +107,7 @@ def merge_task(
         land(session.repo, branch, candidate, milestone_head)
     except GitError as exc:
         return MergeOutcome(AttemptStatus.CONFLICT, str(exc), tip_moved, after=after)
-    session.events.emit("act.merged", {"plan": number, "key": task.id, "commit": candidate})
+    it.events.emit("act.merged", {"plan": number, "key": task.id, "commit": candidate})
     return MergeOutcome(
         AttemptStatus.MERGED, verdict.reason, tip_moved, commit=candidate, after=after
     )

@@ -43,7 +43,7 @@ def skipped_recorder(session: Session, it: Iteration) -> Callable[[TaskOutcome],
 
     def record(outcome: TaskOutcome) -> None:
         task = outcome.task
-        session.events.emit(
+        it.events.emit(
             "act.task.skipped",
             {"plan": it.number, "key": task.id, "task_id": task.task_id, "reason": outcome.reason},
         )

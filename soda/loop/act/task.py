@@ -22,7 +22,6 @@ runner checks them before every model call.
 from __future__ import annotations
 
 import contextlib
-import copy
 import re
 import threading
 import time
@@ -95,7 +94,7 @@ class PlanRun:
         self.first_error: BaseException | None = None
         """What the first task to raise raised: the others were then stopped, and
         their `Interrupted` is not the story."""
-        self._recorder = LockedRecorder(session.runner.record)
+        self._recorder = LockedRecorder(it.runner.record)
         self._cancel_lock = threading.Lock()
         self._cancel_checked = float("-inf")
         self._history: dict[str, str] = {}
@@ -115,14 +114,13 @@ class PlanRun:
         with self._cancel_lock:
             if time.monotonic() - self._cancel_checked >= CANCEL_CHECK_S:
                 self._cancel_checked = time.monotonic()
-                if self.session.human.take_cancel(self.it.number):
+                if self.it.human.take_cancel(self.it.number):
                     self.it.cancel_requested = True
         return self.it.cancel_requested
 
     def runner(self) -> AgentRunner:
         """A runner of the task's own: the session's, checking cancel and stop."""
-        runner = copy.copy(self.session.runner)
-        runner.record = self._recorder
+        runner = self.it.runner.recording_to(self._recorder)
         runner.should_stop = self.cancelled
         return runner
 
@@ -192,7 +190,9 @@ class PlanRun:
         self._emit("act.workspace", task, path=str(ws.path), branch=ws.branch, attempt=number)
         kept = False
         try:
-            resume = take_resume(session, task) if number == 1 else None  # answered question
+            resume = (
+                take_resume(session, self.it, task) if number == 1 else None
+            )  # answered question
             if resume is not None:
                 resume.restore(ws)
             tools = worktree_tools(
@@ -245,7 +245,7 @@ class PlanRun:
             if self.it.cancel_requested or self.stopping():  # while it waited for its turn
                 return Attempt(AttemptStatus.CANCELLED, "cancelled before its merge", result=result)
             merged = merge_task(
-                self.session, ws, task, result.summary, self.tip_report, self.it.number,
+                self.session, ws, task, result.summary, self.tip_report, self.it,
                 self.ask_person,
             )  # fmt: skip
             if merged.status == AttemptStatus.MERGED and merged.commit:
@@ -319,7 +319,7 @@ class PlanRun:
 
     def _emit(self, event: str, task: PlanTask, **data: Any) -> None:
         payload = {"plan": self.it.number, "key": task.id, "task_id": task.task_id, **data}
-        self.session.events.emit(event, payload)
+        self.it.events.emit(event, payload)
 
 
 def _start(session: Session, task_id: int) -> None:
