@@ -7,9 +7,10 @@ from typing import Any
 
 from sqlite_utils import Database
 
+from soda.agent.request_log import RequestLog
 from soda.config import Config, LiveConfig
 from soda.events import Events
-from soda.llm.base import ModelResponse, safe_response
+from soda.llm.base import ModelRequest, ModelResponse, safe_response
 from soda.store import agent_calls
 
 
@@ -32,14 +33,21 @@ class CallRecorder:
         self.events = events
         self.run_id = run_id
         self.iteration_id = iteration_id
+        self.requests: RequestLog | None = None
+        """Where each call's request and answer go, with `model.log_requests`."""
         self.reset()
 
     def for_scope(self, events: Events) -> CallRecorder:
         """A recorder of its own for the run or iteration `events` is bound to:
         its calls are stored against that scope, its totals start at zero."""
-        return CallRecorder(
+        recorder = CallRecorder(
             self.db, self.live, self.provider, events, events.run_id, events.iteration_id
         )
+        model = self.config.model
+        if model.log_requests and events.iteration is not None:
+            state = self.config.state_dir
+            recorder.requests = RequestLog(state, events.iteration.number, model.log_requests_keep)
+        return recorder
 
     @property
     def config(self) -> Config:
@@ -51,10 +59,14 @@ class CallRecorder:
         self.tokens_out = 0
         self.cost_usd = 0.0
 
-    def __call__(self, agent: str, response: ModelResponse, turn: int) -> None:
+    def __call__(
+        self, agent: str, response: ModelResponse, turn: int, request: ModelRequest | None = None
+    ) -> None:
         # A lone surrogate in the raw answer could be neither JSON-encoded as UTF-8
         # nor stored by SQLite: it becomes U+FFFD on the way in.
         response = safe_response(response)
+        if self.requests is not None and request is not None:
+            self.requests.write(agent, turn, request, response)
         usage = response.usage
         cost = usage.cost(self.config.model.prices.get(response.model))
         agent_calls.record(

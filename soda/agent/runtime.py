@@ -80,7 +80,10 @@ class Toolset(Protocol):
 
 
 class Recorder(Protocol):
-    def __call__(self, agent: str, response: ModelResponse, turn: int) -> None: ...
+    def __call__(
+        self, agent: str, response: ModelResponse, turn: int, request: ModelRequest | None = None
+    ) -> None:
+        """Record one call (and, with `model.log_requests`, what it was sent)."""
 
     def note(self, agent: str, failure: str, data: dict[str, Any]) -> None:
         """A soft failure handed back to the model (see the module docstring)."""
@@ -317,7 +320,7 @@ class AgentRunner:
                 condensed = True
                 continue
             response = safe_response(response)
-            self.record(agent.name, response, turn)
+            self.record(agent.name, response, turn, request)
             usage = response.usage
             conversation.counted = (
                 usage.input_tokens

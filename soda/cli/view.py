@@ -9,6 +9,7 @@ from __future__ import annotations
 import json
 import os
 import sys
+from pathlib import Path
 from typing import Annotated, Any
 
 import typer
@@ -91,22 +92,55 @@ def show(
     ctx: typer.Context,
     number: Annotated[int, typer.Argument(help="Iteration number (see soda history).")],
     as_json: Annotated[bool, typer.Option("--json", help=JSON_HELP)] = False,
+    requests: Annotated[
+        bool,
+        typer.Option(
+            "--requests",
+            help="Print what each model call was sent and answered (kept with"
+            " model.log_requests = true).",
+        ),
+    ] = False,
 ) -> None:
     """Everything about one iteration: claims, orientation, decision, act, agent calls
     and what each agent said.
 
     With --json: the iteration's columns (claims, orient and act decoded),
-    human_inputs, halts and agent_calls (each with its text lines).
+    human_inputs, halts and agent_calls (each with its text lines). With
+    --requests: the model calls' requests and answers instead (--json: one object
+    per call).
 
     Example: soda show 1 --json
     """
     from soda.cli.report import iteration_json, show_iteration
 
-    db = project_of(ctx).db
+    project = project_of(ctx)
+    if requests:
+        _show_requests(project.config.state_dir, number, project.config.model.log_requests, as_json)
+        return
+    db = project.db
     if as_json:
         typer.echo(json.dumps(iteration_json(db, number), default=str))
         return
     out.print(show_iteration(db, number), markup=False)
+
+
+def _show_requests(state_dir: Path, number: int, logging: bool, as_json: bool) -> None:
+    from soda.agent.request_log import read, render
+    from soda.errors import InputError
+
+    calls = read(state_dir, number)
+    if not calls:
+        why = (
+            "it is older than model.log_requests_keep iterations, or made no model call"
+            if logging
+            else "set model.log_requests = true in soda.toml to keep them"
+        )
+        raise InputError(f"no requests kept for iteration {number}: {why}")
+    if as_json:
+        for call in calls:
+            typer.echo(json.dumps(call, default=str))
+        return
+    out.print(render(calls), markup=False)
 
 
 def event_record(row: EventRow) -> dict[str, Any]:

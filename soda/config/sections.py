@@ -78,6 +78,11 @@ class ModelConfig(Section):
     """Output token limit for one model response (1-200000)."""
     max_turns: int = Field(40, ge=1, le=1000)
     """Tool-loop turns an agent may take before it must have answered (1-1000)."""
+    log_requests: bool = False
+    """Keep what each model call was sent and answered in state/requests/N.jsonl
+    (one file per iteration N; `soda show N --requests` prints it)."""
+    log_requests_keep: int = Field(50, ge=1, le=100_000)
+    """How many iterations' request logs to keep, newest first (1-100000)."""
     prices: dict[str, Price] = Field(default_factory=_default_prices)
     """Price per model id, in USD per million tokens; unknown models cost 0."""
 

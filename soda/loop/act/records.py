@@ -7,7 +7,7 @@ import threading
 from collections.abc import Callable
 from typing import Any
 
-from soda.llm.base import ModelResponse
+from soda.llm.base import ModelRequest, ModelResponse
 from soda.loop.act.execute import TaskOutcome
 from soda.loop.context import Iteration
 from soda.loop.session import Session
@@ -22,9 +22,11 @@ class LockedRecorder:
         self._recorder = recorder
         self._lock = threading.RLock()
 
-    def __call__(self, agent: str, response: ModelResponse, turn: int) -> None:
+    def __call__(
+        self, agent: str, response: ModelResponse, turn: int, request: ModelRequest | None = None
+    ) -> None:
         with self._lock:
-            self._recorder(agent, response, turn)
+            self._recorder(agent, response, turn, request)
 
     def __getattr__(self, name: str) -> Any:
         attribute = getattr(self._recorder, name)
