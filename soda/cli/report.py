@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import contextlib
 import json
+from typing import Any
 
 from rich.table import Table
 from sqlite_utils import Database
@@ -229,7 +230,7 @@ def call_text(raw: str | None) -> list[str]:
     return lines
 
 
-def _text_and_calls(response: dict) -> tuple[str, list[tuple[str, object]]]:
+def _text_and_calls(response: dict[str, Any]) -> tuple[str, list[tuple[str, object]]]:
     if isinstance(response.get("content"), list):  # Anthropic Messages
         blocks = [b for b in response["content"] if isinstance(b, dict)]
         text = " ".join(str(b.get("text") or "") for b in blocks if b.get("type") == "text")

@@ -15,6 +15,7 @@ import tomllib
 from pathlib import Path
 
 from pydantic import Field, ValidationError
+from pydantic_core import ErrorDetails
 
 from soda.config.sections import (
     DEFAULT_REPO_MAP_TOKENS,
@@ -173,7 +174,7 @@ def _check_files(config: Config, name: str, text: str) -> None:
         raise ConfigError(problems)
 
 
-def _describe(name: str, text: str, err: dict) -> str:
+def _describe(name: str, text: str, err: ErrorDetails) -> str:
     loc = tuple(str(part) for part in err["loc"])
     key = ".".join(loc)
     line = _line_of(text, loc)

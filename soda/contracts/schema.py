@@ -80,7 +80,8 @@ def load_schema(name: str) -> dict[str, Any]:
     """The contract file for `name`; InputError naming the known ones if unknown."""
     if name not in CONTRACTS:
         raise InputError(f"unknown contract {name!r}; known: {', '.join(sorted(CONTRACTS))}")
-    return json.loads(schema_path(name).read_text(encoding="utf-8"))
+    schema: dict[str, Any] = json.loads(schema_path(name).read_text(encoding="utf-8"))
+    return schema
 
 
 # --- validation -------------------------------------------------------------

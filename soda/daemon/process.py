@@ -27,9 +27,10 @@ import signal
 import threading
 import time
 import traceback
+from dataclasses import dataclass, field
 from datetime import datetime
 from pathlib import Path
-from typing import Any
+from types import FrameType
 
 from apscheduler.schedulers.background import BackgroundScheduler
 
@@ -41,11 +42,12 @@ from soda.events import Events, notify
 from soda.human.write import inbox_dir
 from soda.llm.providers import check_provider
 from soda.loop.run import Ending, run_iteration
+from soda.loop.session import Session
 from soda.loop.wake import nothing_new
 from soda.system.lifecycle import publish_wake, stop_signals, write_error, write_ready
 from soda.system.lock import release_lock
 
-__all__ = ["LOG_NAME", "SETTLE_SECONDS", "Daemon"]
+__all__ = ["LOG_NAME", "SETTLE_SECONDS", "Daemon", "Flags"]
 
 SETTLE_SECONDS = 0.2
 """A file younger than this may still be open in an editor; ingest waits for it."""
@@ -67,26 +69,87 @@ def settle_delay(state_dir: Path, names: list[str]) -> float:
 # --- the daemon process ---------------------------------------------------------
 
 
+@dataclass(frozen=True)
+class Flags:
+    """What other threads and the signal handlers tell the loop thread. Each is a
+    `threading.Event`: its writers only set it; the loop thread acts on it.
+
+    - `wake`: look for work now. Set by the tick (APScheduler's thread), the watcher
+      thread (a file landed, the spec changed, the watch restarted), a settle timer
+      (an inbox file still being written has settled), the signal handlers (so
+      the loop sees `stop` or `reload` at once) and the loop itself (CONTINUE: go
+      again). The loop waits on it and clears it before each look.
+    - `stop`: stop at the next safe point. Set by the first SIGTERM/SIGINT, and by
+      the loop (a `stop` control, an interrupted iteration, on its way out); never
+      cleared. Read by the loop, the watcher (it ends its watch) and the session
+      (it is the session's `stopping`: the agent runner and the task threads stop
+      at their next safe point).
+    - `reload`: reload soda.toml. Set by SIGHUP; the loop takes it at its next look.
+    - `spec_changed`: the spec file changed. Set by the watcher thread; the loop
+      takes it at its next look (soda leaves idle, as for a new inbox file).
+
+    The loop takes a flag (`take`) by clearing it before it acts, so a set that
+    comes while it acts is kept for its next look, never lost.
+    """
+
+    wake: threading.Event = field(default_factory=threading.Event)
+    stop: threading.Event = field(default_factory=threading.Event)
+    reload: threading.Event = field(default_factory=threading.Event)
+    spec_changed: threading.Event = field(default_factory=threading.Event)
+
+
+def take(flag: threading.Event) -> bool:
+    """Clear `flag` and say whether it was set (the loop thread's side of Flags)."""
+    if not flag.is_set():
+        return False
+    flag.clear()
+    return True
+
+
 class Daemon:
-    """The process behind `soda start`. `run()` returns the exit code."""
+    """The process behind `soda start`. `run()` returns the exit code.
+
+    Threads: the loop runs on the main thread (`run` -> `_serve` -> `_tick`), and
+    the signal handlers run there too, between two of its steps; the tick
+    (APScheduler), the watcher and settle timers have threads of their own. What
+    those tell the loop goes through `flags`. The rest is the loop thread's own
+    and plain: `idle`, `paused`, `resumed` and `windows`. `session` is set once,
+    by the preflight, before any other thread starts; `live.current` is swapped
+    by the loop (a reload) and read by every thread as one reference.
+    """
 
     def __init__(self, config_path: Path) -> None:
         self.config_path = config_path
         self.live = LiveConfig(check_provider(load(config_path)))
         """The config this daemon, its session, runner and recorder all read."""
-        self.wake = threading.Event()
-        self.stopping = threading.Event()
-        self.reload_requested = False
-        self.spec_changed = False
+        self.flags = Flags()
+        """What other threads and the signal handlers tell the loop (see Flags)."""
+        self.session: Session | None = None
+        """The session the preflight opened (None until then)."""
+        # The loop thread's own state: only it reads or writes these.
+        self.windows = parse_windows(self.config.daemon.windows)
+        """The working windows ([daemon] windows), parsed; a reload replaces them."""
         self.idle = False
+        """A run ended (DONE, STUCK, HALT) or a wake had nothing new: no iteration
+        until a person writes or the spec changes."""
         self.paused = False
+        """A `pause` came: no iteration until a `resume`."""
         self.resumed = False
         """A `resume` came: the next wake iterates even if nothing else changed."""
-        self.windows = parse_windows(self.config.daemon.windows)
 
     @property
     def config(self) -> Config:
         return self.live.current
+
+    @property
+    def wake(self) -> threading.Event:
+        """`flags.wake`: set it to make the loop look for work now."""
+        return self.flags.wake
+
+    @property
+    def stopping(self) -> threading.Event:
+        """`flags.stop`: set once the daemon stops (at the next safe point)."""
+        return self.flags.stop
 
     def say(self, line: str) -> None:
         print(f"{datetime.now().isoformat(timespec='seconds')} {line}", flush=True)
@@ -109,22 +172,19 @@ class Daemon:
             write_ready(state)
             return self._serve(session)
 
-    def _preflight(self) -> Any:
+    def _preflight(self) -> Session:
         """Lock, recovery, config, the provider's key and the jail: all checked
-        before the daemon says it is ready."""
-        from soda.loop.session import Session
-
-        session = Session.open(self.live, start_run=False)
+        before the daemon says it is ready. The session stops when the daemon does
+        (it shares `flags.stop`), a stop that came during the preflight included."""
+        session = Session.open(self.live, start_run=False, stopping=self.flags.stop)
         self.session = session
         session.jail.ensure_available()
-        if self.stopping.is_set():
-            session.stop_requested = True
         return session
 
-    def _serve(self, session: Any) -> int:
+    def _serve(self, session: Session) -> int:
         scheduler = BackgroundScheduler()
         scheduler.add_job(
-            self.wake.set,
+            self.flags.wake.set,
             "interval",
             seconds=self.config.daemon.tick_seconds,
             coalesce=True,
@@ -138,11 +198,11 @@ class Daemon:
         self.say(f"soda daemon up (pid {os.getpid()}), milestone {session.milestone.branch}")
         status, reason, code = RunStatus.STOPPED, "daemon stopped", 0
         try:
-            while not self.stopping.is_set():
+            while not self.flags.stop.is_set():
                 self._tick(session)
                 publish_wake(self.config.state_dir, self._next_wake())
-                self.wake.wait()
-                self.wake.clear()
+                self.flags.wake.wait()
+                self.flags.wake.clear()
         except KeyboardInterrupt:
             status, reason = RunStatus.INTERRUPTED, "stopped at once by a second signal"
         except UserError as exc:
@@ -153,7 +213,7 @@ class Daemon:
             self.say(f"soda daemon crashed: {reason}\n{traceback.format_exc()}")
             session.events.emit("daemon.crashed", {"error": reason})
         finally:
-            self.stopping.set()
+            self.flags.stop.set()
             publish_wake(self.config.state_dir, None)
             scheduler.shutdown(wait=False)
             session.finish_run(status, reason)  # once: a run closed already stays as it was
@@ -161,23 +221,28 @@ class Daemon:
             self.say(f"soda daemon {status}")
         return code
 
-    def _tick(self, session: Any) -> None:
-        if self.reload_requested:
+    def _tick(self, session: Session, now: datetime | None = None) -> None:
+        """One look for work, on the loop thread: take what the flags say (a reload,
+        a spec change), ingest the inbox, apply control inputs, then, unless
+        stopping, paused or idle and only inside a working window, a free wake or
+        one iteration. `now` is the moment checked against the windows (the
+        clock's, unless a test gives one)."""
+        if take(self.flags.reload):
             self._reload(session)
         report = session.human.ingest(settle_seconds=SETTLE_SECONDS)
         if report.skipped:  # still being written: look again the moment it has settled
             timer = threading.Timer(
-                settle_delay(self.config.state_dir, report.skipped), self.wake.set
+                settle_delay(self.config.state_dir, report.skipped), self.flags.wake.set
             )
             timer.daemon = True
             timer.start()
-        if report.accepted or self.spec_changed:
+        spec_changed = take(self.flags.spec_changed)
+        if report.accepted or spec_changed:
             self.idle = False
-            self.spec_changed = False
         self._apply_control(session)
-        if self.stopping.is_set() or self.paused or self.idle:
+        if self.flags.stop.is_set() or self.paused or self.idle:
             return
-        if not in_window(self.windows, datetime.now()):
+        if not in_window(self.windows, now or datetime.now()):
             return
         skip = None if self.resumed else nothing_new(session)
         self.resumed = False
@@ -190,7 +255,7 @@ class Daemon:
             session.start_run()  # one run per wake: its budget and count start from 0
         result = run_iteration(session, self.say)
         if result.ending is Ending.CONTINUE:
-            self.wake.set()  # more work: go again without waiting for a tick
+            self.flags.wake.set()  # more work: go again without waiting for a tick
         elif result.ending in (Ending.DONE, Ending.STUCK, Ending.HALT):
             session.finish_run(result.ending.run_status, result.reason)
             self.idle = True
@@ -198,37 +263,37 @@ class Daemon:
             notify(self.config, result.ending.name, result.number, result.reason, session.events)
         elif result.ending is Ending.INTERRUPTED:
             session.finish_run(result.ending.run_status, result.reason)
-            self.stopping.set()
+            self.flags.stop.set()
 
-    def _next_wake(self) -> str | None:
+    def _next_wake(self, now: datetime | None = None) -> str | None:
         """When the daemon will next look for work, for `soda status`."""
-        if self.stopping.is_set():
+        if self.flags.stop.is_set():
             return None
         if self.paused:
             return "when resumed (`soda resume`)"
         if self.idle:
             return "when a person writes (soda tell, state/inbox/, or the spec)"
-        if self.wake.is_set():
+        if self.flags.wake.is_set():
             return "now (more work)"
-        now = datetime.now().astimezone()
+        now = (now or datetime.now()).astimezone()
         if not in_window(self.windows, now):
             times = [t.get_next_fire_time(None, now) for t in self.windows]
             first = min((t for t in times if t is not None), default=None)
             return f"at {first.isoformat(timespec='minutes')} (daemon.windows)" if first else None
         return f"at the next tick, within {self.config.daemon.tick_seconds:g} s"
 
-    def _apply_control(self, session: Any) -> None:
+    def _apply_control(self, session: Session) -> None:
         for action in session.human.take_control_while_idle(session.next_iteration_number()):
             kind = action.kind
-            self.paused = {"pause": True, "resume": False}.get(kind, self.paused)
-            if kind == "stop":
-                self.stopping.set()
-            if kind == "resume":  # a person asks for work: never a free wake
-                self.idle, self.resumed = False, True
+            if kind == "pause":
+                self.paused = True
+            elif kind == "resume":  # a person asks for work: never a free wake
+                self.paused, self.idle, self.resumed = False, False, True
+            elif kind == "stop":
+                self.flags.stop.set()
             self.say(f"control: {action.response}")
 
-    def _reload(self, session: Any) -> None:
-        self.reload_requested = False
+    def _reload(self, session: Session) -> None:
         try:
             config = check_provider(load(self.config_path))
             windows = parse_windows(config.daemon.windows)
@@ -253,12 +318,10 @@ class Daemon:
         UTF-8, the inbox removed) is logged and recorded as `watcher.restarted`,
         and the watch starts again after a short backoff, until the daemon stops.
         """
-        keep_watching(self._watch_once, self.stopping, self._watch_failed, self.wake.set)
+        keep_watching(self._watch_once, self.flags.stop, self._watch_failed, self.flags.wake.set)
 
     def _watch_once(self) -> None:
         import watchfiles
-
-        from soda.human.write import inbox_dir
 
         inbox = inbox_dir(self.config.state_dir)  # watched for wakes; soda.human reads it
         inbox.mkdir(parents=True, exist_ok=True)
@@ -278,7 +341,7 @@ class Daemon:
             inbox,
             spec.parent,
             watch_filter=relevant,
-            stop_event=self.stopping,
+            stop_event=self.flags.stop,
             debounce=50,
             step=20,
             rust_timeout=500,
@@ -286,8 +349,8 @@ class Daemon:
             recursive=False,  # soda's own moves into processed/ and rejected/ are no news
         ):
             if any(Path(path).resolve() == spec for _, path in changes):
-                self.spec_changed = True
-            self.wake.set()
+                self.flags.spec_changed.set()
+            self.flags.wake.set()
             deleted = watchfiles.Change.deleted
             gone = [path for change, path in changes if change == deleted and Path(path) in watched]
             if gone:
@@ -297,13 +360,13 @@ class Daemon:
         text = " ".join(f"{type(error).__name__}: {error}".split())
         text = text.encode("utf-8", "backslashreplace").decode("utf-8")
         self.say(f"watcher failed ({text}); restarting in {backoff:g} s")
-        self.wake.set()  # what broke the watch may be a file that landed: look now
+        self.flags.wake.set()  # what broke the watch may be a file that landed: look now
         try:  # the watcher's own connection: the loop's may be mid-transaction
             from soda.store import open_db
 
             db = open_db(self.config.db_path)
             try:
-                session = getattr(self, "session", None)
+                session = self.session  # set before this thread started
                 run_id = session.events.run_id if session is not None else None
                 log = self.config.state_dir / "logs" / "events.jsonl"
                 events = Events(db, log).for_run(run_id)
@@ -314,13 +377,12 @@ class Daemon:
             self.say(f"watcher: could not record the event: {exc}")
 
     def _stop_soon(self) -> None:
-        """The first SIGTERM/SIGINT: stop at the next safe point (soda.system.lifecycle)."""
-        self.stopping.set()
-        session = getattr(self, "session", None)
-        if session is not None:
-            session.stop_requested = True
-        self.wake.set()
+        """The first SIGTERM/SIGINT: stop at the next safe point (soda.system.lifecycle).
+        A signal handler: it only sets flags (the session reads `stop` too)."""
+        self.flags.stop.set()
+        self.flags.wake.set()
 
-    def _reload_soon(self, signum: int, frame: object) -> None:
-        self.reload_requested = True
-        self.wake.set()
+    def _reload_soon(self, signum: int, frame: FrameType | None) -> None:
+        """SIGHUP: the loop reloads soda.toml at its next look. Only sets flags."""
+        self.flags.reload.set()
+        self.flags.wake.set()

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
+from typing import Any
 
 from git import Git, GitCommandError, Repo
 from sqlite_utils import Database
@@ -98,7 +99,7 @@ def clip(text: str, limit: int = MAX_TEXT) -> str:
     return text if len(text) <= limit else text[:limit] + "..."
 
 
-def _attempt(task: dict) -> TaskAttempt:
+def _attempt(task: dict[str, Any]) -> TaskAttempt:
     result = task.get("result") if isinstance(task.get("result"), dict) else None
     said = (result or {}).get("summary") or task.get("reason") or ""
     task_id = task.get("task_id")
@@ -110,7 +111,7 @@ def _attempt(task: dict) -> TaskAttempt:
     )
 
 
-def _attempt_diffstat(repo_path: Path, tasks: list[dict]) -> str:
+def _attempt_diffstat(repo_path: Path, tasks: list[dict[str, Any]]) -> str:
     """What the attempt changed: each task's own diff stat as ACT recorded it
     (tasks run in worktrees of their own, possibly side by side), clipped; for a
     record without them, the task commits from the first one's parent to the last
@@ -159,7 +160,7 @@ def diffstat(numstat: str, max_files: int) -> tuple[list[str], str]:
     return [path for _, path, _ in rows], "\n".join(lines)
 
 
-def json_object(text: str | None) -> dict:
+def json_object(text: str | None) -> dict[str, Any]:
     """A JSON record's object, {} when it is missing or not an object."""
     try:
         value = json.loads(text) if text else {}

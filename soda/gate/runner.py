@@ -28,6 +28,7 @@ import tempfile
 import xml.etree.ElementTree as ET
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
+from typing import Any
 
 from soda.config import Config
 from soda.system.jail import Jail
@@ -94,7 +95,7 @@ class TestReport:
         return data
 
     @classmethod
-    def from_json(cls, data: dict) -> TestReport:
+    def from_json(cls, data: dict[str, Any]) -> TestReport:
         return cls(
             returncode=data["returncode"],
             timed_out=data["timed_out"],

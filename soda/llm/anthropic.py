@@ -225,7 +225,9 @@ def wire_messages(messages: list[Message], json_mode: bool) -> list[dict[str, An
     the latest turn (a rolling marker: each turn of a tool loop reads everything
     before it from the cache, the previous turn wrote it). With the tools' and
     the system prompt's markers that makes four, the API's limit."""
-    wire = [{"role": m.role, "content": content_blocks(m, json_mode)} for m in messages]
+    wire: list[dict[str, Any]] = [
+        {"role": m.role, "content": content_blocks(m, json_mode)} for m in messages
+    ]
     first = next(
         (i for i, m in enumerate(messages) if m.role == "user" and wire[i]["content"]), None
     )

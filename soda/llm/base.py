@@ -193,7 +193,11 @@ def safe_response(response: ModelResponse) -> ModelResponse:
         response,
         text=without_surrogates(response.text),
         tool_calls=[
-            ToolCall(*without_surrogates([call.id, call.name]), without_surrogates(call.input))
+            ToolCall(
+                without_surrogates(call.id),
+                without_surrogates(call.name),
+                without_surrogates(call.input),
+            )
             for call in response.tool_calls
         ],
         stop_reason=without_surrogates(response.stop_reason),

@@ -86,7 +86,7 @@ def call_with_retries(
 def backoff(attempt: int, rng: Callable[[], float] = random.random) -> float:
     """Full jitter: a uniform draw below the capped exponential step, so clients
     that failed together do not come back together."""
-    return rng() * min(MAX_WAIT, BASE_WAIT * 2 ** (attempt - 1))
+    return rng() * min(MAX_WAIT, BASE_WAIT * 2.0 ** (attempt - 1))
 
 
 def _why_stop(

@@ -12,6 +12,7 @@ at `state/activity.json`, so a stop can say what it waits for.
 from __future__ import annotations
 
 import os
+import threading
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -78,8 +79,9 @@ class Session:
     max_iterations: int | None = None
     """Overrides `loop.max_iterations` for this run (`soda run --max-iterations`)."""
     iterations_in_run: int = 0
-    stop_requested: bool = False
-    """Set by a signal: stop at the next safe point."""
+    stopping: threading.Event = field(default_factory=threading.Event)
+    """Set by a signal (for the daemon: its own `flags.stop`, shared): stop at the
+    next safe point. Read by the loop, the agent runner and the task threads."""
     run_ended: bool = True
     """No run is open: none started yet, or its record is closed (the daemon starts
     another at its next wake)."""
@@ -89,6 +91,18 @@ class Session:
     def config(self) -> Config:
         """The current config (a reload swaps it in `live`)."""
         return self.live.current
+
+    @property
+    def stop_requested(self) -> bool:
+        """A stop at the next safe point was asked for (`stopping` is set)."""
+        return self.stopping.is_set()
+
+    @stop_requested.setter
+    def stop_requested(self, value: bool) -> None:
+        if value:
+            self.stopping.set()
+        else:
+            self.stopping.clear()
 
     @property
     def jail(self) -> Jail:
@@ -102,11 +116,16 @@ class Session:
 
     @classmethod
     def open(
-        cls, config: Config | LiveConfig, model: Model | None = None, start_run: bool = True
+        cls,
+        config: Config | LiveConfig,
+        model: Model | None = None,
+        start_run: bool = True,
+        stopping: threading.Event | None = None,
     ) -> Session:
         """Lock, recover, start or resume the milestone and (unless `start_run` is
         False: the daemon starts one per wake) record a run. A `LiveConfig` is
-        shared: whoever swaps its config swaps the session's."""
+        shared: whoever swaps its config swaps the session's; so is `stopping`:
+        whoever sets it stops the session at its next safe point."""
         live = LiveConfig.of(config)
         config = live.current
         repo = open_repo(config.root)
@@ -133,6 +152,7 @@ class Session:
             0,
             Checkouts(repo, config.state_dir / "worktrees"),
             HumanQueue(config.state_dir, db, events),
+            stopping=stopping if stopping is not None else threading.Event(),
         )
         runner.should_stop = lambda: session.stop_requested
         if start_run:

@@ -45,7 +45,7 @@ person's own git commands still collect garbage as configured."""
 
 def _git(repo: Repo, *args: str) -> str:
     try:
-        return repo.git.execute(["git", *SODA_IDENTITY, *NO_AUTO_GC, *args])  # type: ignore[return-value]
+        return str(repo.git.execute(["git", *SODA_IDENTITY, *NO_AUTO_GC, *args]))
     except git.GitCommandError as exc:
         raise GitError(f"git {' '.join(args)} failed: {exc.stderr.strip() or exc}") from exc
 

@@ -3,6 +3,8 @@
 May import: config, contracts, errors, llm, system.
 """
 
-from soda.store.db import Database, now, open_db
+from sqlite_utils import Database
+
+from soda.store.db import now, open_db
 
 __all__ = ["Database", "now", "open_db"]

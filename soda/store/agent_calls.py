@@ -25,7 +25,7 @@ def record(
     """Store one call in its own transaction; the raw response is kept as JSON."""
     usage = response.usage
     with db.conn:
-        db["agent_calls"].insert(
+        db.table("agent_calls").insert(
             {
                 "run_id": run_id,
                 "iteration_id": iteration_id,
@@ -85,4 +85,5 @@ def cost_by(db: Database, column: str) -> list[CostRow]:
 
 def cost_total(db: Database) -> CostRow:
     """Calls, tokens and cost of every call ever recorded (key None)."""
-    return db.execute(f"SELECT NULL, {_SUMS} FROM agent_calls c").fetchone()
+    row: CostRow = db.execute(f"SELECT NULL, {_SUMS} FROM agent_calls c").fetchone()
+    return row

@@ -22,7 +22,8 @@ def add_reset(db: Database, budget: str) -> None:
     """Record that `budget` counts again from the next model call."""
     with db.conn:
         last = db.execute("SELECT COALESCE(MAX(id), 0) FROM agent_calls").fetchone()[0]
-        db["budget_resets"].insert({"budget": budget, "after_call_id": last, "created_at": now()})
+        row = {"budget": budget, "after_call_id": last, "created_at": now()}
+        db.table("budget_resets").insert(row)
 
 
 def last_reset(db: Database, budget: str) -> int:
@@ -36,7 +37,10 @@ def last_reset(db: Database, budget: str) -> int:
 
 def latest_run(db: Database) -> tuple[int, str] | None:
     """id and status of the newest run."""
-    return db.execute("SELECT id, status FROM runs ORDER BY id DESC LIMIT 1").fetchone()
+    row: tuple[int, str] | None = db.execute(
+        "SELECT id, status FROM runs ORDER BY id DESC LIMIT 1"
+    ).fetchone()
+    return row
 
 
 def run_spend(db: Database, run_id: int) -> tuple[float, int]:
@@ -50,15 +54,17 @@ def run_spend(db: Database, run_id: int) -> tuple[float, int]:
 
 def last_iteration_tokens(db: Database) -> tuple[int, int] | None:
     """number and tokens (in + out) of the newest finished iteration."""
-    return db.execute(
+    row: tuple[int, int] | None = db.execute(
         "SELECT number, COALESCE(tokens_in, 0) + COALESCE(tokens_out, 0) FROM iterations"
         " WHERE ended_at IS NOT NULL ORDER BY number DESC LIMIT 1"
     ).fetchone()
+    return row
 
 
 def last_fingerprint(db: Database) -> tuple[int, str | None, str | None, str | None] | None:
     """number, fingerprint, decision and outcome of the newest finished iteration."""
-    return db.execute(
+    row: tuple[int, str | None, str | None, str | None] | None = db.execute(
         "SELECT number, fingerprint, decision, outcome FROM iterations"
         " WHERE ended_at IS NOT NULL ORDER BY number DESC LIMIT 1"
     ).fetchone()
+    return row

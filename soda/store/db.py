@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from sqlite_utils import Database
+from sqlite_utils.db import Table
 
 from soda.store.migrations import migrate
 from soda.system.clock import utc_now
@@ -108,6 +109,14 @@ def open_db(path: Path) -> Database:
     db = Database(conn)
     migrate(db)
     return db
+
+
+def last_pk(table: Table) -> int:
+    """The integer primary key of the row `table` last inserted."""
+    pk = table.last_pk
+    if pk is None:
+        raise TypeError(f"no row was inserted into {table.name}")
+    return int(pk)
 
 
 def dumps(value: Any) -> str:

@@ -19,7 +19,7 @@ def append(db: Database, row: dict[str, Any]) -> None:
     """Insert one event row (ts, run_id, iteration_id, kind, data_json) in its own
     transaction."""
     with db.conn:
-        db["events"].insert(row)
+        db.table("events").insert(row)
 
 
 def count(db: Database, iteration_id: int, kind: str) -> int:
@@ -62,9 +62,10 @@ def last_id(db: Database) -> int:
 def last_of_kinds(db: Database, kinds: list[str]) -> EventRow | None:
     """The newest event whose kind is one of `kinds`."""
     marks = ", ".join("?" for _ in kinds)
-    return db.execute(
+    row: EventRow | None = db.execute(
         f"{_SELECT} WHERE e.kind IN ({marks}) ORDER BY e.id DESC LIMIT 1", kinds
     ).fetchone()
+    return row
 
 
 def of_iteration(db: Database, iteration_id: int, prefixes: tuple[str, ...]) -> list[EventRow]:

@@ -75,7 +75,7 @@ def last_error(db: Database) -> tuple[str, str, str | None, int | None] | None:
     """when, kind (halt, or the run's status: error, aborted, crashed, transient),
     reason and iteration number of the newest HALT or run that ended in error."""
     marks = ", ".join("?" for _ in ERROR_RUNS)
-    return db.execute(
+    row: tuple[str, str, str | None, int | None] | None = db.execute(
         "SELECT h.created_at, 'halt', h.error_type || ': ' || h.message, i.number"
         " FROM halts h LEFT JOIN iterations i ON i.id = h.iteration_id"
         " UNION ALL"
@@ -85,3 +85,4 @@ def last_error(db: Database) -> tuple[str, str, str | None, int | None] | None:
         " ORDER BY 1 DESC LIMIT 1",
         list(ERROR_RUNS),
     ).fetchone()
+    return row

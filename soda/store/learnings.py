@@ -63,7 +63,7 @@ def add(
     fresh = list(dict.fromkeys(t.strip() for t in texts if t.strip() and t.strip() not in known))
     if fresh:
         with db.conn:
-            db["learnings"].insert_all(
+            db.table("learnings").insert_all(
                 {
                     "text": text,
                     "source_agent": agent,

@@ -13,7 +13,7 @@ from typing import Any
 
 from sqlite_utils import Database
 
-from soda.store.db import now
+from soda.store.db import last_pk, now
 
 _COLUMNS = (
     "id, iteration, task_key, task_id, agent, question, status, answer, call_id,"
@@ -61,7 +61,7 @@ def ask(
         "asked_at": now(),
     }
     with db.conn:
-        return int(db["questions"].insert(row).last_pk)
+        return last_pk(db.table("questions").insert(row))
 
 
 def keep_conversation(db: Database, question_id: int, conversation_json: str) -> None:

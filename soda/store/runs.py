@@ -10,19 +10,19 @@ from pydantic import BaseModel
 from sqlite_utils import Database
 
 from soda.contracts.outcomes import IterationOutcome, RunStatus
-from soda.store.db import dumps, now
+from soda.store.db import dumps, last_pk, now
 
 
 def start_run(db: Database, row: dict[str, Any]) -> int:
     with db.conn:
-        return int(
-            db["runs"].insert({"started_at": now(), "status": RunStatus.RUNNING, **row}).last_pk
-        )
+        columns = {"started_at": now(), "status": RunStatus.RUNNING, **row}
+        return last_pk(db.table("runs").insert(columns))
 
 
 def finish_run(db: Database, run_id: int, status: RunStatus, reason: str) -> None:
     with db.conn:
-        db["runs"].update(run_id, {"status": status, "final_reason": reason, "ended_at": now()})
+        row = {"status": status, "final_reason": reason, "ended_at": now()}
+        db.table("runs").update(run_id, row)
 
 
 def next_iteration_number(db: Database) -> int:
@@ -43,7 +43,7 @@ class IterationRef:
 def start_iteration(db: Database, run_id: int, number: int) -> int:
     with db.conn:
         row = {"run_id": run_id, "number": number, "started_at": now(), "phase": "sense"}
-        return int(db["iterations"].insert(row).last_pk)
+        return last_pk(db.table("iterations").insert(row))
 
 
 def save_iteration(db: Database, iteration_id: int, columns: dict[str, Any]) -> None:
@@ -60,12 +60,12 @@ def save_iteration(db: Database, iteration_id: int, columns: dict[str, Any]) -> 
         for key, value in columns.items()
     }
     with db.conn:
-        db["iterations"].update(iteration_id, row)
+        db.table("iterations").update(iteration_id, row)
 
 
 def record_halt(db: Database, row: dict[str, Any]) -> None:
     with db.conn:
-        db["halts"].insert({**row, "created_at": now()})
+        db.table("halts").insert({**row, "created_at": now()})
 
 
 # --- reading -------------------------------------------------------------------
@@ -85,17 +85,19 @@ def recent_iterations(
 
 def unfinished_iteration(db: Database) -> tuple[int, str] | None:
     """number and phase of the newest iteration without an end."""
-    return db.execute(
+    row: tuple[int, str] | None = db.execute(
         "SELECT number, phase FROM iterations WHERE ended_at IS NULL ORDER BY number DESC LIMIT 1"
     ).fetchone()
+    return row
 
 
 def last_decision(db: Database) -> tuple[str, str | None] | None:
     """decision and decision_reason of the newest iteration that decided."""
-    return db.execute(
+    row: tuple[str, str | None] | None = db.execute(
         "SELECT decision, decision_reason FROM iterations WHERE decision IS NOT NULL"
         " ORDER BY number DESC LIMIT 1"
     ).fetchone()
+    return row
 
 
 # --- crash recovery ------------------------------------------------------------
@@ -118,7 +120,7 @@ def abort_runs(db: Database, run_ids: list[int], reason: str) -> list[int]:
                 [run_id],
             ).fetchall()
             for iteration_id, number, phase in rows:
-                db["iterations"].update(
+                db.table("iterations").update(
                     iteration_id,
                     {
                         "outcome": IterationOutcome.ABORTED,
@@ -127,7 +129,7 @@ def abort_runs(db: Database, run_ids: list[int], reason: str) -> list[int]:
                     },
                 )
                 aborted.append(number)
-            db["runs"].update(
+            db.table("runs").update(
                 run_id, {"status": RunStatus.ABORTED, "ended_at": stamp, "final_reason": reason}
             )
     return aborted
@@ -144,12 +146,13 @@ def iteration_on_branch(
     """Iteration `number` if a run on milestone branch `branch` ran it: its id,
     run_id, outcome, merged_commit, started_at, ended_at, phase and the run's
     milestone."""
-    return db.execute(
+    row: tuple[int, int, str | None, str | None, str, str | None, str, str] | None = db.execute(
         "SELECT i.id, i.run_id, i.outcome, i.merged_commit, i.started_at, i.ended_at,"
         " i.phase, r.milestone FROM iterations i JOIN runs r ON r.id = i.run_id"
         " WHERE i.number = ? AND r.milestone_branch = ?",
         [number, branch],
     ).fetchone()
+    return row
 
 
 def window_records(
@@ -176,12 +179,13 @@ def last_act_record(db: Database, before: int, window: int) -> tuple[int, str | 
     """number, intent and act_json of the newest iteration numbered below `before`
     that acted, looking only at the last `window` iterations of any run (walking
     the primary key backwards: the cost does not grow with the history)."""
-    return db.execute(
+    row: tuple[int, str | None, str] | None = db.execute(
         "SELECT number, intent, act_json FROM iterations WHERE id IN"
         " (SELECT id FROM iterations WHERE number < ? ORDER BY id DESC LIMIT ?)"
         " AND act_json IS NOT NULL ORDER BY number DESC LIMIT 1",
         [before, window],
     ).fetchone()
+    return row
 
 
 def iteration_outcome(db: Database, iteration_id: int) -> str | None:

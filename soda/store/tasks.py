@@ -14,7 +14,7 @@ from typing import Any
 from sqlite_utils import Database
 
 from soda.contracts.outcomes import TaskStatus
-from soda.store.db import now
+from soda.store.db import last_pk, now
 
 
 @dataclass(frozen=True)
@@ -124,9 +124,8 @@ def insert(
     """Add an open task in its own transaction; returns its id."""
     stamp = now()
     with db.conn:
-        task_id = (
-            db["tasks"]
-            .insert(
+        task_id = last_pk(
+            db.table("tasks").insert(
                 {
                     "milestone": milestone,
                     "parent_id": parent_id,
@@ -138,9 +137,8 @@ def insert(
                     "updated_at": stamp,
                 }
             )
-            .last_pk
         )
-    return int(task_id)
+    return task_id
 
 
 def set_status(db: Database, task_id: int, status: TaskStatus, reason: str | None) -> None:
@@ -148,7 +146,7 @@ def set_status(db: Database, task_id: int, status: TaskStatus, reason: str | Non
     cleared otherwise."""
     stamp = now()
     with db.conn:
-        db["tasks"].update(
+        db.table("tasks").update(
             task_id,
             {
                 "status": status,
@@ -189,7 +187,7 @@ def add_comment(
     """Add a comment and refresh the task's `updated_at`, in one transaction."""
     with db.conn:
         comment_id = (
-            db["task_comments"]
+            db.table("task_comments")
             .insert(
                 {
                     "task_id": task_id,
