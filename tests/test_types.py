@@ -1,5 +1,5 @@
-"""`mypy --strict` holds on the rooms pyproject.toml names (`[tool.mypy] files`):
-the daemon and the loop at least, the long-running core."""
+"""`mypy --strict` holds on what pyproject.toml names (`[tool.mypy] files`: all
+of soda), run as CI runs it: from a cold cache."""
 
 from __future__ import annotations
 
