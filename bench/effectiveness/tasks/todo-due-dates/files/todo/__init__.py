@@ -1,0 +1,1 @@
+"""A small todo list kept in a JSON file."""
