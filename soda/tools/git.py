@@ -177,7 +177,7 @@ class _Git:
 
 def new_file_patch(file: Path, rel: str) -> str:
     """An untracked file as `git diff` shows an added one, bounded: the first
-    MAX_NEW_FILE_LINES lines, a binary file by its size."""
+    MAX_NEW_FILE_LINES lines; a binary or huge file only named."""
     head = f"diff --git a/{rel} b/{rel}\nnew file mode {_mode(file)}\n"
     try:
         with open(open_regular(file, rel), "rb") as f:
@@ -186,8 +186,10 @@ def new_file_patch(file: Path, rel: str) -> str:
         return f"{head}[cannot read it: {exc}]"
     if not data:
         return head.rstrip("\n")
-    if b"\0" in data[:8192] or len(data) > MAX_SEARCH_BYTES:
-        return f"{head}Binary files /dev/null and b/{rel} differ ({len(data):,}+ bytes)"
+    if b"\0" in data[:8192]:
+        return f"{head}Binary files /dev/null and b/{rel} differ"
+    if len(data) > MAX_SEARCH_BYTES:
+        return f"{head}[over {MAX_SEARCH_BYTES:,} bytes: not shown; read_file {rel} in parts]"
     lines = data.decode("utf-8", errors="replace").splitlines()
     body = [f"+{line}" for line in lines[:MAX_NEW_FILE_LINES]]
     if len(lines) > MAX_NEW_FILE_LINES:

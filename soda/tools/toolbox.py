@@ -3,17 +3,19 @@
 A `Tool` is a spec the model sees plus a handler. `Toolbox.call` validates the
 model's arguments against the spec's JSON Schema and turns every failure (an
 unknown tool, bad arguments, a `ToolError`, any other exception) into an error
-outcome with a one-line message: one bad tool call must not kill the agent.
+outcome with a one-line message (followed by a ToolError's `detail`, when it has
+one, on lines of its own): one bad tool call must not kill the agent.
 `clip_result` bounds what any result shows the model (`[context]
-tool_result_chars`; the runtime applies it).
+tool_result_chars`; the runtime applies it). `Suspended` is the one exception a
+tool may let through: the control flow of a call that waits for a person.
 
 Every property of a tool's schema is required, as strict modes demand: an
-optional argument is nullable (or, so as not to add a union type, has a default
-kept on the `Tool`, out of the schema: strict modes refuse `default`). Models
-that are not held to the schema (Ollama, llama.cpp) often leave such arguments
-out, so `call` fills an absent nullable one with null and an absent or null
-defaulted one with its default before validating. `Suspended` is the one exception a
-tool may let through: the control flow of a call that waits for a person.
+optional argument is nullable, or has a default kept on the `Tool` and out of
+the schema (strict modes refuse `default`), which adds no union-typed parameter
+(Anthropic refuses a request with more than 16). Models not held to the schema
+(Ollama, llama.cpp) often leave such arguments out, so `call` fills an absent
+nullable one with null, and an absent or null defaulted one with its default,
+before validating.
 """
 
 from __future__ import annotations
