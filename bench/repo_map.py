@@ -35,8 +35,7 @@ from pathlib import Path
 from unittest import mock
 
 from soda.config import DEFAULT_REPO_MAP_TOKENS
-from soda.tools import Sandbox, read_only_tools
-from soda.tools import files as file_tools
+from soda.tools import Sandbox, listing, read_only_tools, search
 from soda.tools.repomap import CHARS_PER_TOKEN, SymbolCache, repo_map
 
 DEFAULT_REPO = Path(os.environ.get("SODA_BENCH_REPO", "sympy"))
@@ -59,8 +58,8 @@ def before() -> Iterator[None]:
     """search_text and list_files as they were: no git listing (the walk), each
     file matched line by line."""
     with (
-        mock.patch.object(file_tools, "git_listing", return_value=None),
-        mock.patch.object(file_tools, "_whole_text_regex", return_value=None),
+        mock.patch.object(listing, "git_listing", return_value=None),
+        mock.patch.object(search, "_whole_text_regex", return_value=None),
     ):
         yield
 

@@ -222,8 +222,9 @@ def test_edit_needs_exactly_one_match(
     if expected is None:
         assert "replaced 1 occurrence" in call(box, "edit_file", **arguments)
         assert (root / "f.py").read_text() == "new = 2\n"
-    else:
-        assert expected in fail(box, "edit_file", **arguments)
+    else:  # the message's first line; the closest lines of the file follow it
+        outcome = box.call("edit_file", arguments)
+        assert outcome.is_error and expected in outcome.content.split("\n")[0]
         assert (root / "f.py").read_text() == text
 
 
@@ -274,7 +275,7 @@ def test_search_never_looks_into_git_or_state(box: Toolbox, escapes: Path) -> No
 
 def test_search_skips_files_it_cannot_read(box: Toolbox, root: Path) -> None:
     (root / "gone").symlink_to(root / "deleted.txt")
-    assert call(box, "search_text", pattern="return") == "src/app.py:2: return 1"
+    assert call(box, "search_text", pattern="return") == "src/app.py:2:     return 1"
 
 
 def test_search_is_capped(box: Toolbox, root: Path) -> None:
@@ -323,8 +324,8 @@ def test_every_schema_is_strict_mode_compatible(box: Toolbox) -> None:
 
 def test_unknown_tool_and_bad_arguments_are_error_outcomes(box: Toolbox) -> None:
     assert "unknown tool 'rm_rf'" in fail(box, "rm_rf", path="x")
-    missing = box.call("read_file", {"path": "README.md"})
-    assert missing.is_error and "'offset_line' is a required property" in missing.content
+    missing = box.call("read_file", {"offset_line": None, "max_lines": None})
+    assert missing.is_error and "'path' is a required property" in missing.content
     wrong = box.call("read_file", {"path": 3, "offset_line": None, "max_lines": None})
     assert wrong.is_error and "(path)" in wrong.content
     extra = box.call("list_files", {"path": None, "pattern": None, "force": True})
@@ -514,7 +515,7 @@ def fifo(root: Path) -> Path:
 
 def test_search_and_list_skip_a_fifo(box: Toolbox, fifo: Path) -> None:
     found = within(10, lambda: call(box, "search_text", pattern="return"), fifo)
-    assert found == "src/app.py:2: return 1"
+    assert found == "src/app.py:2:     return 1"
     listed = within(10, lambda: call(box, "list_files", path="src"), fifo)
     assert listed == "src/app.py"
 
@@ -606,13 +607,13 @@ def test_deleted_and_state_files_are_not_listed(box: Toolbox, root: Path) -> Non
     [
         (r"^def", ["a.py:1: def main():", "a.py:3: def other():"]),
         (r"\):$", ["a.py:1: def main():", "a.py:3: def other():"]),
-        (r"(?<!\w)return", ["a.py:2: return 1"]),
+        (r"(?<!\w)return", ["a.py:2:     return 1"]),
         (r"(?<![\s\S])def", ["a.py:1: def main():", "a.py:3: def other():"]),
         (r"\Adef", ["a.py:1: def main():", "a.py:3: def other():"]),
         (r"main(?![\s\S]*other)", ["a.py:1: def main():"]),
-        (r"1\n$", ["a.py:2: return 1"]),
+        (r"1\n$", ["a.py:2:     return 1"]),
         (r"main|other", ["a.py:1: def main():", "a.py:3: def other():"]),
-        (r"\n", ["a.py:1: def main():", "a.py:2: return 1"]),
+        (r"\n", ["a.py:1: def main():", "a.py:2:     return 1"]),
         (r"absent", ["(no matches)"]),
     ],
 )

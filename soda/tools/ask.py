@@ -14,7 +14,7 @@ from typing import Any
 
 from soda.llm.base import Message, ToolResult, ToolSpec
 from soda.tools.sandbox import ToolError
-from soda.tools.toolbox import Suspended, Tool, object_schema
+from soda.tools.toolbox import Suspended, Tool, described, object_schema
 
 Ask = Callable[[str], int]
 """Stores and announces a question; returns its id."""
@@ -29,7 +29,15 @@ ASK_HUMAN = ToolSpec(
     "credential-free setup step). Your work pauses until they answer; the answer comes "
     "back as this tool's result. Ask one clear, self-contained question; do not ask "
     "what you can find out with your other tools.",
-    object_schema({"question": {"type": "string"}}),
+    object_schema(
+        {
+            "question": described(
+                "string",
+                f"The question, self-contained (the person has not seen your work), at most "
+                f"{MAX_QUESTION_CHARS} characters.",
+            )
+        }
+    ),
 )
 
 

@@ -13,7 +13,42 @@ from soda.llm.base import ToolSpec
 from soda.system.jail import Jail
 from soda.system.proc import CommandResult
 from soda.tools.sandbox import Sandbox, ToolError
-from soda.tools.toolbox import Tool, object_schema
+from soda.tools.toolbox import Tool, described, object_schema
+
+UNDO = (
+    "To undo your change to a committed file, run `git show HEAD:path > path` (or `git diff "
+    "path | git apply -R`), or put the old text back with edit_file; remove a new file with "
+    "`rm path`."
+)
+
+
+def describe(jail: Jail, command_timeout: float) -> str:
+    """run_command's description: what the command can and cannot do here, from
+    the jail it will run in (tests/test_tools_guidance.py checks each claim in
+    the real jail), and the undo that works there."""
+    limit = f"{command_timeout:g}s"
+    what = (
+        "Run a shell command (/bin/sh -c) in the repository root, e.g. the tests or a quick "
+        "script; stdin is empty, the answer is the exit code then stdout and stderr merged, "
+        "and a non-zero exit is a normal answer."
+    )
+    if jail.mode == "none":
+        where = (
+            'It runs unconfined (sandbox.mode = "none") with a scrubbed environment, so stay '
+            "inside the repository."
+        )
+    else:
+        network = "network on" if jail.network else "no network"
+        where = (
+            f"It runs in a jail: {network}; only the working tree is writable, and a private "
+            "/tmp emptied after each command; .git is read-only (git status, diff, log and "
+            "show work; git add, commit, stash, checkout and restore fail); HOME is empty but "
+            "for read-only toolchains; every process it starts is killed when it ends."
+        )
+    return (
+        f"{what} {where} {UNDO} It is killed after timeout_seconds (at most {limit}), and "
+        "long output keeps its head and tail."
+    )
 
 
 def command_tools(
@@ -21,11 +56,17 @@ def command_tools(
 ) -> list[Tool]:
     spec = ToolSpec(
         "run_command",
-        "Run a shell command (/bin/sh -c) in the working directory, e.g. the tests. "
-        f"stdin is empty; stdout and stderr are merged. timeout_seconds null means the "
-        f"maximum, {command_timeout:g}s; longer requests are cut to it.",
+        describe(jail, command_timeout),
         object_schema(
-            {"command": {"type": "string"}, "timeout_seconds": {"type": ["number", "null"]}}
+            {
+                "command": described(
+                    "string", "The shell command, run from the repository root, e.g. 'ls src'."
+                ),
+                "timeout_seconds": described(
+                    ["number", "null"],
+                    f"Seconds before it is killed; null means the maximum, {command_timeout:g}.",
+                ),
+            }
         ),
     )
     return [

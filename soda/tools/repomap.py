@@ -48,10 +48,10 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from soda.llm.base import ToolSpec
-from soda.tools.files import open_regular
+from soda.tools.fileio import open_regular
 from soda.tools.listing import git_listing, vetted, walk
 from soda.tools.sandbox import Sandbox, ToolError
-from soda.tools.toolbox import Tool, object_schema
+from soda.tools.toolbox import DIR_PATH, Tool, described, object_schema
 
 CHARS_PER_TOKEN = 4
 MAX_PARSE_BYTES = 1_000_000
@@ -159,9 +159,10 @@ def repo_map_tools(sandbox: Sandbox, budget_tokens: int) -> list[Tool]:
                 f"{budget_tokens} tokens: its files (those git ignores left out), most "
                 "relevant first (project files, then source, then tests and docs; shallow "
                 "before deep), each Python file with its public top-level classes and "
-                "functions as one-line signatures. path limits it to a directory (null "
-                "means everything). The last line says how many files did not fit.",
-                object_schema({"path": {"type": ["string", "null"]}}),
+                "functions as one-line signatures. Call it first to find your way around, "
+                "then read_file what it names. The last line says how many files did not fit; "
+                "give path to map one directory in more detail.",
+                object_schema({"path": described(["string", "null"], DIR_PATH)}),
             ),
             lambda a: _tool(sandbox, budget_tokens, a["path"]),
         )

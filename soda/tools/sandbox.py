@@ -17,7 +17,13 @@ from pathlib import Path, PurePosixPath
 
 class ToolError(Exception):
     """A tool call the model got wrong. The message is shown to the model, so it
-    says what was wrong and, where it helps, what to do instead."""
+    says what was wrong and, where it helps, what to do instead. `detail` is
+    text the model needs to see as it is, on lines of its own after the one-line
+    message (the lines of a file closest to a failed edit's old text)."""
+
+    def __init__(self, message: str, detail: str = "") -> None:
+        super().__init__(message)
+        self.detail = detail
 
 
 class Sandbox:
@@ -37,7 +43,10 @@ class Sandbox:
             raise ToolError("path contains a NUL character")
         pure = PurePosixPath(rel if rel.strip() else ".")
         if pure.is_absolute() or Path(rel).is_absolute():
-            raise ToolError(f"{rel!r} is absolute; give a path relative to the working directory")
+            raise ToolError(
+                f"{rel!r} is absolute; give a path relative to the repository root, "
+                "e.g. 'src/app.py'"
+            )
         self._check_lexically(rel, pure.parts)
         # realpath follows every symlink it can, including a dangling one at the
         # end, and keeps the non-existent tail as written: that covers files the

@@ -30,9 +30,10 @@ def test_tools(run: TestRun, commit: str) -> list[Tool]:
                 "run_tests",
                 # No SHA here: tool specs are the start of the cached prompt prefix.
                 "Run the project's test command on a clean checkout of the milestone tip "
-                "in the sandbox. Results are cached per tree, so calling it "
-                "again costs nothing. Returns the counts and the failing tests with the first "
-                "lines of each failure.",
+                "in the sandbox. Use it to judge from results, not only from reading, "
+                "whether the spec's behaviour works. Results are cached per tree, so calling "
+                "it again costs nothing. Returns the counts and the failing tests with the "
+                "first lines of each failure.",
                 object_schema({}),
             ),
             lambda _arguments: describe(*run(), commit),

@@ -3,16 +3,25 @@
 A `Tool` is a spec the model sees plus a handler. `Toolbox.call` validates the
 model's arguments against the spec's JSON Schema and turns every failure (an
 unknown tool, bad arguments, a `ToolError`, any other exception) into an error
-outcome with a one-line message: one bad tool call must not kill the agent.
+outcome with a one-line message (followed by a ToolError's `detail`, when it has
+one, on lines of its own): one bad tool call must not kill the agent.
 `clip_result` bounds what any result shows the model (`[context]
 tool_result_chars`; the runtime applies it). `Suspended` is the one exception a
 tool may let through: the control flow of a call that waits for a person.
+
+Every property of a tool's schema is required, as strict modes demand: an
+optional argument is nullable, or has a default kept on the `Tool` and out of
+the schema (strict modes refuse `default`), which adds no union-typed parameter
+(Anthropic refuses a request with more than 16). Models not held to the schema
+(Ollama, llama.cpp) often leave such arguments out, so `call` fills an absent
+nullable one with null, and an absent or null defaulted one with its default,
+before validating.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable
-from dataclasses import dataclass
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass, field
 from typing import Any
 
 from jsonschema import Draft202012Validator
@@ -22,6 +31,8 @@ from soda.llm.base import Message, ToolResult, ToolSpec
 from soda.tools.sandbox import ToolError
 
 MAX_ERROR_CHARS = 500
+MAX_ERROR_DETAIL_CHARS = 3000
+"""Of a ToolError's detail, the lines shown after the one-line message."""
 
 
 class Suspended(BaseException):
@@ -44,6 +55,8 @@ class Suspended(BaseException):
 class Tool:
     spec: ToolSpec
     handler: Callable[[dict[str, Any]], str]
+    defaults: Mapping[str, Any] = field(default_factory=dict)
+    """Values for non-nullable properties the model leaves out (or sends as null)."""
 
 
 @dataclass(frozen=True)
@@ -63,6 +76,19 @@ def object_schema(properties: dict[str, Any]) -> dict[str, Any]:
         "required": list(properties),
         "additionalProperties": False,
     }
+
+
+def described(kind: str | list[str], text: str) -> dict[str, Any]:
+    """A property schema of type `kind` (a name, or a list of names) with its
+    description: every parameter the model sees says what it is for."""
+    return {"type": kind, "description": text}
+
+
+FILE_PATH = (
+    "File path relative to the repository root, e.g. 'src/app.py' (absolute paths are refused)."
+)
+DIR_PATH = "Directory relative to the repository root; null means the whole repository."
+SCOPE_PATH = "File or directory relative to the repository root; null means everything."
 
 
 class Toolbox:
@@ -90,6 +116,7 @@ class Toolbox:
         if tool is None:
             known = ", ".join(sorted(self.tools))
             return _error(f"unknown tool {name!r}; available tools: {known}")
+        input = _filled(tool, input)
         problem = best_match(self._validators[name].iter_errors(input))
         if problem is not None:
             where = "/".join(str(p) for p in problem.absolute_path) or "arguments"
@@ -97,7 +124,7 @@ class Toolbox:
         try:
             return ToolOutcome(tool.handler(input))
         except ToolError as exc:
-            return _error(f"{name}: {exc}")
+            return _error(f"{name}: {exc}", exc.detail)
         except Exception as exc:  # a bug in a handler must not end the agent's run
             return _error(f"{name} failed unexpectedly: {type(exc).__name__}: {exc}")
 
@@ -118,8 +145,37 @@ def clip_result(text: str, limit: int) -> str:
     return text[:head] + note + text[len(text) - (limit - head) :]
 
 
-def _error(message: str) -> ToolOutcome:
+def _filled(tool: Tool, input: dict[str, Any]) -> dict[str, Any]:
+    """The arguments with absent optional properties filled in (see the module
+    docstring); anything that is not an object is left for validation to refuse."""
+    if not isinstance(input, dict):
+        return input
+    filled = dict(input)
+    for key, schema in tool.spec.input_schema.get("properties", {}).items():
+        if key in tool.defaults and filled.get(key) is None:
+            filled[key] = tool.defaults[key]
+        elif key not in filled and _allows_null(schema):
+            filled[key] = None
+    return filled
+
+
+def _allows_null(schema: Any) -> bool:
+    if not isinstance(schema, dict):
+        return False
+    kind = schema.get("type")
+    if kind == "null" or (isinstance(kind, list) and "null" in kind):
+        return True
+    return any(_allows_null(branch) for branch in schema.get("anyOf", []))
+
+
+def _error(message: str, detail: str = "") -> ToolOutcome:
     one_line = " / ".join(line.strip() for line in message.splitlines() if line.strip())
     if len(one_line) > MAX_ERROR_CHARS:
         one_line = one_line[: MAX_ERROR_CHARS - 3] + "..."
+    if detail.strip():
+        detail = detail.rstrip("\n")
+        if len(detail) > MAX_ERROR_DETAIL_CHARS:
+            cut = len(detail) - MAX_ERROR_DETAIL_CHARS
+            detail = f"{detail[:MAX_ERROR_DETAIL_CHARS]}\n[... {cut:,} characters cut]"
+        one_line += "\n" + detail
     return ToolOutcome(one_line, is_error=True)
