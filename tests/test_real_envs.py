@@ -169,11 +169,14 @@ def test_init_notes_uv_and_npm_steps_before_the_command_can_run(tmp_path: Path) 
         new_repo(tmp_path / "npm", {"package.json": '{"scripts": {"test": "jest"}}'})
     ).test_command
     assert npm is not None and npm.advice == [
-        "no node_modules/ yet: run `npm install` (the jail has no network)."
+        "not pytest: the gate sees only the exit code (weak) unless [gate] junit names the "
+        "JUnit XML report the runner writes (jest-junit, vitest --reporter=junit, "
+        "mocha-junit-reporter).",
+        "no node_modules/ yet: run `npm install` (the jail has no network).",
     ]
     text = (tmp_path / "npm" / "soda.toml").read_text()
     assert "# One test: npm test -- <pattern>" in text
-    assert "# not pytest: the gate sees only the exit code unless [gate] junit" in text
+    assert "# not pytest: the gate sees only the exit code (weak) unless [gate] junit" in text
 
 
 def test_init_keeps_a_command_the_caller_or_an_existing_file_set(tmp_path: Path) -> None:

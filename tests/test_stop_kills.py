@@ -5,10 +5,12 @@ iteration is recorded `interrupted`. A notification is the one command a first
 stop lets finish (tests/test_lifecycle.py: the second signal ends it).
 
 Real daemons and `soda run` processes on the demo project, real jailed commands
-(`sleep 600.<nonce>`: the nonce finds the very process), the scripted model."""
+(`sleep 600.<nonce>`: the nonce finds the very process), the scripted model; and
+a stop in the milliseconds a jail takes to start leaves nothing running."""
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import signal
@@ -24,8 +26,10 @@ from typing import Any
 import pytest
 
 from soda.cli.demo import SCRIPT_PATH, prepare
+from soda.config import load
 from soda.errors import Interrupted
 from soda.system import proc
+from soda.system.jail import Jail
 from tests.conftest import soda, wait_for
 from tests.test_daemon import DEMO, alive, pid_of, query
 from tests.test_lifecycle import DEMO_TESTS, processes_with
@@ -181,3 +185,41 @@ def test_a_stop_kills_interruptible_commands_and_spares_the_others(tmp_path: Pat
             thread.join(timeout=10)
     assert proc.run("true", cwd=tmp_path, timeout=10).ok  # after the stop: runs again
     assert proc.live_commands() == []
+
+
+def test_a_stop_as_a_jailed_command_starts_leaves_nothing_running(tmp_path: Path) -> None:
+    """The jail's inner bwrap has a process group of its own and dies with its
+    parent only once its setup asked for that: a stop in that window (right after
+    bwrap started) must still end it and the command it would go on to run.
+    Without the tree kill about one start in ten here left an orphaned jail."""
+    prepare(tmp_path / "project")
+    jail = Jail.for_config(load(tmp_path / "project" / "soda.toml"))
+    for attempt in range(40):
+        command, nonce = long_sleep()
+        errors: list[BaseException] = []
+
+        def jailed(command: str = command, errors: list[BaseException] = errors) -> None:
+            try:
+                jail.run(command, tmp_path / "project", timeout=60)
+            except BaseException as exc:
+                errors.append(exc)
+
+        worker = threading.Thread(target=jailed)
+        worker.start()
+        try:
+            deadline = time.monotonic() + 10
+            while not processes_with(nonce):  # no sleep: the window is milliseconds
+                assert time.monotonic() < deadline, "the jail did not start"
+            proc.interrupt_live()
+            worker.join(timeout=10)
+            assert not worker.is_alive()
+            assert [type(e) for e in errors] == [Interrupted], attempt
+            # An orphaned inner bwrap (its argv names the command) would stay.
+            wait_for(lambda nonce=nonce: not processes_with(nonce), 5, "the whole jail's end")
+        finally:
+            proc.allow_commands()
+            proc.kill_live()
+            worker.join(timeout=10)
+            for pid in processes_with(nonce):  # only after a failure: leave nothing behind
+                with contextlib.suppress(ProcessLookupError):
+                    os.kill(pid, signal.SIGKILL)

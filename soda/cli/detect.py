@@ -155,8 +155,8 @@ def _npm_test(root: Path) -> bool:
 
 
 _WEAK_GATE = (
-    "not pytest: the gate sees only the exit code unless [gate] junit names the JUnit "
-    "XML report the runner writes ({tools})."
+    "not pytest: the gate sees only the exit code (weak) unless [gate] junit names the "
+    "JUnit XML report the runner writes ({tools})."
 )
 
 
@@ -164,9 +164,9 @@ def _node(root: Path) -> Detected:
     found = Detected(
         "npm test",
         "found package.json with a test script",
+        [_WEAK_GATE.format(tools="jest-junit, vitest --reporter=junit, mocha-junit-reporter")],
         notes=[
             "One test: npm test -- <pattern> (what follows -- goes to the test runner).",
-            _WEAK_GATE.format(tools="jest-junit, vitest --reporter=junit, mocha-junit-reporter"),
         ],
     )
     if not (root / "node_modules").is_dir():
@@ -179,9 +179,9 @@ def _go(root: Path) -> Detected:
     found = Detected(
         "go test ./...",
         "found go.mod",
+        [_WEAK_GATE.format(tools="gotestsum --junitfile")],
         notes=[
             "One test: go test ./pkg -run TestName",
-            _WEAK_GATE.format(tools="gotestsum --junitfile"),
             "The jail has no network: modules come from the module cache (exposed read-only).",
         ],
     )
@@ -196,9 +196,9 @@ def _cargo(root: Path) -> Detected:
     found = Detected(
         "cargo test",
         "found Cargo.toml",
+        [_WEAK_GATE.format(tools="cargo-nextest with a junit profile")],
         notes=[
             "One test: cargo test <name>",
-            _WEAK_GATE.format(tools="cargo-nextest with a junit profile"),
             "The jail has no network: crates come from cargo's registry cache (exposed "
             "read-only); run `cargo fetch` first.",
         ],

@@ -142,8 +142,9 @@ def stop_signals(stop_soon: Callable[[], None]) -> Iterator[None]:
     """SIGTERM and SIGINT while the block runs: the first calls `stop_soon` (stop at
     the next safe point) and kills the commands running (`proc.interrupt_live`:
     their callers get Interrupted, no new one starts); the second kills every
-    command soda started and raises KeyboardInterrupt (stop at once). The previous
-    handlers come back afterwards, and commands may run again.
+    command soda started and raises KeyboardInterrupt (stop at once). Afterwards
+    the previous handlers come back, unless a stop came: the process is then on
+    its way out, and a later signal only kills what still runs (no traceback).
     Outside the main thread (signals cannot be caught there) it does nothing."""
     if threading.current_thread() is not threading.main_thread():
         yield
@@ -163,9 +164,12 @@ def stop_signals(stop_soon: Callable[[], None]) -> Iterator[None]:
     try:
         yield
     finally:
-        for sig, old in previous.items():
-            signal.signal(sig, old)
-        proc.allow_commands()
+        if received:  # on its way out: a later signal kills what runs, never a traceback
+            for sig in previous:
+                signal.signal(sig, lambda signum, frame: proc.kill_live())
+        else:
+            for sig, old in previous.items():
+                signal.signal(sig, old)
 
 
 def _write_atomically(path: Path, text: str) -> None:

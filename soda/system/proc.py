@@ -31,6 +31,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from soda.errors import InputError, Interrupted
+from soda.system.tree import descendants as descendants  # soda.daemon.parts uses it
 
 KILL_GRACE_S = 2.0
 """Seconds a timed-out process group gets between SIGTERM and SIGKILL."""
@@ -88,7 +89,7 @@ def kill_live() -> int:
     in a signal handler: it takes no lock (the thread it interrupted may hold one)."""
     live = tuple(_live.values())  # one C-level copy under the GIL
     for command in live:
-        _signal_group(command.pgid, signal.SIGKILL)
+        _kill_tree(command.pgid)
     return len(live)
 
 
@@ -99,17 +100,16 @@ def interrupt_live() -> int:
     signal handler: no lock (the interrupted thread may hold one)."""
     global _stopping
     _stopping = True
-    killed = 0
-    for command in tuple(_live.values()):  # one C-level copy under the GIL
-        if command.pgid not in _lasting:
-            _interrupted.add(command.pgid)
-            _signal_group(command.pgid, signal.SIGKILL)
-            killed += 1
-    return killed
+    groups = [c.pgid for c in tuple(_live.values()) if c.pgid not in _lasting]  # GIL-atomic copy
+    for pgid in groups:
+        _interrupted.add(pgid)
+        _kill_tree(pgid)
+    return len(groups)
 
 
 def allow_commands() -> None:
-    """The stop is over (its signal handlers are gone): commands may run again."""
+    """Undo `interrupt_live`: commands may run again (a process that goes on after a
+    stop, e.g. a test's)."""
     global _stopping
     _stopping = False
     _interrupted.clear()
@@ -236,20 +236,21 @@ def run(
     _changed(proc.pid, LiveCommand(proc.pid, _label(argv), time.time(), start_ticks(proc.pid)))
     if interruptible and _stopping:  # the stop came while it started: it missed the list
         _interrupted.add(proc.pid)
-        _signal_group(proc.pid, signal.SIGKILL)
+        _kill_tree(proc.pid)
     try:
         timed_out = _wait_or_kill(proc, max(timeout, 0.0))
     except BaseException:  # Ctrl-C or a stop at once: nothing the command started survives
-        _signal_group(proc.pid, signal.SIGKILL)
+        _kill_tree(proc.pid)
         with contextlib.suppress(Exception):
             proc.wait(KILL_GRACE_S)
         raise
     finally:
         _changed(proc.pid, None)
         _lasting.discard(proc.pid)
+        killed = proc.pid in _interrupted
+        _interrupted.discard(proc.pid)  # the id may come back for another process
     reader.join(READER_GRACE_S)
-    if proc.pid in _interrupted:
-        _interrupted.discard(proc.pid)
+    if killed:
         raise Interrupted(f"stopped by a signal: `{_label(argv)}` was killed")
     return CommandResult(
         command=_display(command),
@@ -310,25 +311,15 @@ def _group_running(pgid: int) -> bool:
     return False
 
 
-def descendants(pid: int) -> list[int]:
-    """Every live process below `pid`, read from /proc (none elsewhere)."""
-    proc_dir = Path("/proc")
-    children: dict[int, list[int]] = {}
-    for entry in proc_dir.iterdir() if proc_dir.is_dir() else []:
-        if not entry.name.isdigit():
-            continue
-        try:
-            fields = (entry / "stat").read_text(errors="replace").rsplit(")", 1)[1].split()
-        except (OSError, IndexError):
-            continue  # exited while we looked
-        children.setdefault(int(fields[1]), []).append(int(entry.name))
-    found: list[int] = []
-    todo = [pid]
-    while todo:
-        for child in children.get(todo.pop(), []):
-            found.append(child)
-            todo.append(child)
-    return found
+def _kill_tree(pgid: int) -> None:
+    """SIGKILL the group and every process below its leader, listed first: the
+    jail's inner bwrap has a group of its own and dies with its parent only once
+    its setup has asked for that, so a stop at a command's start must name it."""
+    below = descendants(pgid)
+    _signal_group(pgid, signal.SIGKILL)
+    for pid in below:
+        with contextlib.suppress(ProcessLookupError, PermissionError):
+            os.kill(pid, signal.SIGKILL)
 
 
 def _signal_group(pgid: int, sig: signal.Signals) -> None:
