@@ -28,8 +28,12 @@ import pytest
 from soda.cli.demo import SCRIPT_PATH, prepare
 from soda.config import load
 from soda.errors import Interrupted
+from soda.llm.function import FunctionModel
+from soda.loop.run import run_loop
+from soda.loop.session import Session
 from soda.system import proc
 from soda.system.jail import Jail
+from soda.system.lifecycle import stop_signals
 from tests.conftest import soda, wait_for
 from tests.test_daemon import DEMO, alive, pid_of, query
 from tests.test_lifecycle import DEMO_TESTS, processes_with
@@ -223,3 +227,28 @@ def test_a_stop_as_a_jailed_command_starts_leaves_nothing_running(tmp_path: Path
             for pid in processes_with(nonce):  # only after a failure: leave nothing behind
                 with contextlib.suppress(ProcessLookupError):
                     os.kill(pid, signal.SIGKILL)
+
+
+def test_a_second_signal_during_a_model_call_stops_at_once(tmp_path: Path) -> None:
+    """Nothing kills a model call: the first signal waits for it (the next safe
+    point), the second stops at once, as before, and the records say so."""
+    root = tmp_path / "project"
+    prepare(root)
+
+    def answer(request: Any) -> Any:
+        os.kill(os.getpid(), signal.SIGINT)  # the first: stop at the next safe point
+        os.kill(os.getpid(), signal.SIGINT)  # the second, before that: at once
+        raise AssertionError("a second signal raises KeyboardInterrupt before this")
+
+    session = Session.open(load(root / "soda.toml"), model=FunctionModel(answer))
+    previous = {sig: signal.getsignal(sig) for sig in (signal.SIGINT, signal.SIGTERM)}
+    try:
+        with pytest.raises(KeyboardInterrupt), stop_signals(lambda: None):
+            run_loop(session, lambda line: None)
+    finally:  # this process goes on: its own handlers back, commands allowed
+        for sig, handler in previous.items():
+            signal.signal(sig, handler)
+        proc.allow_commands()
+    row = session.db.execute("SELECT outcome, error, ended_at FROM iterations").fetchone()
+    assert row[:2] == ("interrupted", "stopped at once by a second signal") and row[2]
+    assert session.db.execute("SELECT status FROM runs").fetchone() == ("interrupted",)
