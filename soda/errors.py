@@ -8,6 +8,7 @@
     │   └── CredentialsError   the provider refused the API key (401/403)
     ├── BudgetExhausted        a [budget] limit was passed: the run stops as STUCK (exit 3)
     ├── Interrupted            a signal asked soda to stop; raised at the next safe point
+    │                          (and by a command the stop killed: its result is no result)
     ├── TransientError         the world hiccupped (timeouts, 429, 5xx); retried with
     │                          backoff inside the provider, then surfaced: the iteration
     │                          ends, nothing is lost, the run can resume (exit 5)
@@ -85,7 +86,9 @@ class BudgetExhausted(SodaError):
 
 class Interrupted(SodaError):
     """SIGTERM/SIGINT asked soda to stop: raised between tool calls (a safe point),
-    so the iteration is recorded as interrupted and its worktree removed. Exit 0."""
+    and by `soda.system.proc.run` for a command the stop killed (a killed test run
+    is no evidence), so the iteration is recorded as interrupted and its worktree
+    removed. Exit 0."""
 
     exit_code = 0
 

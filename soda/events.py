@@ -122,6 +122,7 @@ def notify(config: Config, event: str, iteration: int, reason: str, events: Even
         cwd=config.root,
         timeout=30,
         extra_env={"SODA_EVENT": event, "SODA_ITERATION": str(iteration), "SODA_REASON": reason},
+        interruptible=False,  # a first stop lets the person hear how the run ended
     )
     if not result.ok:
         events.emit("notify.failed", {"command": command, "output": result.output[-500:]})

@@ -140,22 +140,26 @@ def test_start_returns_after_recovery(project) -> None:
     assert not alive(pid)
 
 
-def test_stop_says_what_it_waits_for_then_kills_the_test_run(project) -> None:
-    marker = f"soda-test-run-{uuid.uuid4().hex}"
-    root = project(DEMO, **slow_tests(marker))
+def test_stop_says_what_it_waits_for_then_stops_at_once(project) -> None:
+    # A first stop kills the test runs and agents' commands at once
+    # (tests/test_stop_kills.py); a notification is the one command it lets finish,
+    # so a slow one shows the wait and the stop at once.
+    marker = f"soda-notify-{uuid.uuid4().hex}"
+    notify = f"{sys.executable} -c 'import time; time.sleep(120)' {marker}"
+    root = project(
+        DEMO, **{"# notify_command = (not set)": f"notify_command = {json.dumps(notify)}"}
+    )
     assert soda("start", cwd=root).returncode == 0
     pid = pid_of(root)
-    wait_for(lambda: processes_with(marker), 60, "the test run")
+    wait_for(lambda: processes_with(marker), 120, "the notification of DONE")
     stopped = soda("stop", "--timeout", "1.5", cwd=root, timeout=60)
     assert stopped.returncode == 0, stopped.stderr
     lines = stopped.stdout.splitlines()
-    assert lines[0].startswith("waiting for the test run, "), lines
+    assert lines[0].startswith(f"waiting for `{notify}`, "), lines
     assert lines[-1] == f"soda (pid {pid}) stopped at once; what it ran was killed"
     assert not alive(pid)
-    wait_for(lambda: not processes_with(marker), 5, "the test run's end")
-    row = query(root, "SELECT outcome, error, ended_at FROM iterations WHERE number = 1")[0]
-    assert row[:2] == ("interrupted", "stopped at once by a second signal") and row[2]
-    assert query(root, "SELECT status FROM runs") == [("interrupted",)]
+    wait_for(lambda: not processes_with(marker), 5, "the notification's end")
+    assert query(root, "SELECT status FROM runs") == [("done",)]
 
 
 def soda_run(root: Path) -> subprocess.Popen[str]:

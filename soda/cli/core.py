@@ -35,6 +35,11 @@ def init(ctx: typer.Context) -> None:
             " change it in soda.toml if soda should start from another branch",
             markup=False,
         )
+    if report.test_command is not None:
+        found = report.test_command
+        out.print(f"test_command = {found.command!r} ({found.why})", markup=False)
+        for line in found.advice:
+            out.print(f"  {line}", markup=False)
     if report.changed:
         out.print(
             f"soda is set up in {report.root}. Write your spec, then: {soda_command()} run --once",

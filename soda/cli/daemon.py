@@ -41,16 +41,18 @@ def stop(
         float,
         typer.Option(
             help="Seconds to wait for the next safe point before stopping at once"
-            " (the running test or command is killed, the iteration recorded interrupted).",
+            " (every command soda started is killed, a notification too).",
             min=0,
             max=86_400,
         ),
     ] = 30.0,
 ) -> None:
-    """Stop soda (the daemon, or a `soda run`) at its next safe point.
+    """Stop soda (the daemon, or a `soda run`) within seconds.
 
-    Says what it is waiting for ("waiting for the test run, 42 s"); after
-    --timeout seconds it stops at once, and nothing soda started keeps running.
+    The commands soda is running (a test run, an agent's command) are killed at
+    once and their results thrown away; the iteration is recorded interrupted.
+    Says what it is waiting for, if anything ("waiting for `notify-send ...`, 3 s");
+    after --timeout seconds it stops at once, and nothing soda started keeps running.
 
     Example: soda stop --timeout 10
     """

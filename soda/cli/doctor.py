@@ -28,6 +28,8 @@ import git
 
 from soda.config import Config, find_config, load
 from soda.errors import SodaError
+from soda.gate import import_failure
+from soda.gate.imports import cannot_import, import_advice, install_hint
 from soda.gate.rules import own_modules
 from soda.gate.runner import report_kind, run_tests
 from soda.llm import make_model
@@ -105,6 +107,12 @@ def _test_command(config: Config) -> str:
     command = config.project.test_command
     words = command_words(command)
     program = words[0] if words else ""
+    if program and "/" in program and not os.path.isabs(program):
+        # The tests run at the repository's root: `.venv/bin/python` is found there.
+        found = shutil.which(str(config.root / program))
+        if found is None:
+            raise SodaError(f"project.test_command: program {program!r} not found in {config.root}")
+        return f"{command!r} ({found})"
     if not program or shutil.which(program, path=os.environ.get("PATH")) is None:
         raise SodaError(f"project.test_command: program {program!r} not found on PATH")
     return f"{command!r} ({shutil.which(program)})"
@@ -150,13 +158,16 @@ def _imports(config: Config) -> str:
         with contextlib.suppress(git.GitCommandError):
             repo.git.worktree("prune")
     where = f"{base} ({commit[:8]})"
+    failure = import_failure(report, config, jail, f"on {where}")
+    if failure is not None:  # the same words as the HALT a run would end in
+        raise SodaError(failure)
     if report.foreign_imports:
         raise SodaError(
             f"the tests on {where} did not run the checkout's code "
             f"({'; '.join(report.foreign_imports[:3])}), so the gate will refuse every "
-            "change. Install the project "
-            "editable from this repository: pip install -e . (into .venv here, or the "
-            "environment of the test command)"
+            "change. Install the project editable from this repository into the "
+            f"environment of `{config.project.test_command}`: "
+            f"{install_hint(config.project.test_command, '-e .')}"
         )
     if report.timed_out:
         raise SodaError(f"the tests on {where} timed out (act.command_timeout)")
@@ -167,6 +178,13 @@ def _imports(config: Config) -> str:
             + (f"; they said: {said[0].strip()[:200]}" if said else "")
         )
     if not report.passed:
+        missing = cannot_import(report.output, jail.repo_root)
+        if missing is not None:
+            return Warn(
+                f"{report.summary()} on {where}: no test passes; "
+                + import_advice(missing, config.project.test_command, jail.mode != "none")
+                + " (unless the spec asks for that module: then this is expected)"
+            )
         first = next(iter(sorted(report.failures.items())), ("", ""))
         return Warn(
             f"{report.summary()} on {where}: no test passes, so the gate cannot catch a "

@@ -5,12 +5,16 @@ are the field docstrings), a spec template, and the state directory, which git i
 told to ignore through `.git/info/exclude`. Existing files are never overwritten.
 
 `project.base_branch` is the branch HEAD is on (`main`, `master`, `trunk`, ...),
-unless the caller's config sets it; see `detect_base_branch`.
+unless the caller's config sets it; see `detect_base_branch`. Likewise
+`project.test_command` uses the repository's own environment (a `.venv`, npm, Go,
+cargo; see `soda.cli.detect`), written with a comment saying why.
 """
 
 from __future__ import annotations
 
 import json
+import textwrap
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -18,6 +22,7 @@ import git
 from git import Repo
 from pydantic import BaseModel
 
+from soda.cli.detect import Detected, detect_test_command
 from soda.config import CONFIG_NAME, Config
 from soda.repo.git import ensure_excluded, open_repo
 from soda.store import open_db
@@ -50,6 +55,9 @@ class InitReport:
     """The base branch written into a new soda.toml (None when soda.toml was kept)."""
     base_branch_source: str = ""
     """How `base_branch` was chosen, e.g. "the branch HEAD is on"."""
+    test_command: Detected | None = None
+    """The test command written into a new soda.toml and why (None when soda.toml
+    was kept, or the caller's config set the command)."""
 
     @property
     def changed(self) -> bool:
@@ -69,9 +77,15 @@ def init_project(directory: Path, config: Config | None = None) -> InitReport:
         branch, source = detect_base_branch(repo, config.project.base_branch)
         project = config.project.model_copy(update={"base_branch": branch})
         config = config.model_copy(update={"project": project})
-    if _write_once(root / CONFIG_NAME, render_config(config), report):
+    detected = None
+    notes: dict[str, list[str]] = {}
+    if "test_command" not in config.project.model_fields_set and not (root / CONFIG_NAME).exists():
+        detected = detect_test_command(root)
+        config, notes = _with_test_command(config, detected)
+    if _write_once(root / CONFIG_NAME, render_config(config, notes), report):
         report.base_branch = config.project.base_branch
         report.base_branch_source = source
+        report.test_command = detected
     spec = root / config.project.spec
     _write_once(spec, SPEC_TEMPLATE.format(title=f"Spec for {root.name}"), report)
 
@@ -88,6 +102,25 @@ def init_project(directory: Path, config: Config | None = None) -> InitReport:
     if ensure_excluded(repo, f"/{config.project.state_dir.strip('/')}/"):
         report.created.append(f".git/info/exclude entry for {config.project.state_dir}/")
     return report
+
+
+def _with_test_command(config: Config, found: Detected) -> tuple[Config, dict[str, list[str]]]:
+    """`config` with the detected test command (and the environment directory
+    bound, the toolchains exposed), and the comments soda.toml gets for them."""
+    project = config.project.model_copy(update={"test_command": found.command})
+    box = config.sandbox
+    bind = list(box.bind_ignored)
+    if found.bind is not None and found.bind not in bind:
+        bind.append(found.bind)
+    expose = list(dict.fromkeys([*box.expose, *found.expose]))
+    sandbox = box.model_copy(update={"bind_ignored": bind, "expose": expose})
+    why = [f"soda init chose this: {found.why}.", *found.advice, *found.notes]
+    notes = {"project.test_command": why}
+    if found.expose:
+        notes["sandbox.expose"] = [
+            "soda init added the toolchain directories under your home the tests need."
+        ]
+    return config.model_copy(update={"project": project, "sandbox": sandbox}), notes
 
 
 def detect_base_branch(repo: Repo, default: str) -> tuple[str, str]:
@@ -148,8 +181,9 @@ def _write_once(path: Path, text: str, report: InitReport) -> bool:
     return True
 
 
-def render_config(config: Config) -> str:
-    """A complete soda.toml for `config`, every key preceded by its docstring."""
+def render_config(config: Config, notes: Mapping[str, Sequence[str]] | None = None) -> str:
+    """A complete soda.toml for `config`, every key preceded by its docstring and
+    by `notes["section.key"]` (why soda init chose that value)."""
     lines = [
         "# soda configuration. Every key is optional; the values shown are the defaults.",
         "# Paths are relative to this file. Reference: README.md, section Configuration.",
@@ -166,6 +200,7 @@ def render_config(config: Config) -> str:
                 tables += _render_tables(f"{section_name}.{name}", info.description, value)
                 continue
             lines += _comment(info.description)
+            lines += _notes((notes or {}).get(f"{section_name}.{name}", ()))
             lines.append(
                 f"{name} = {_toml(value)}" if value is not None else f"# {name} = (not set)"
             )
@@ -184,6 +219,15 @@ def _render_tables(prefix: str, doc: str | None, tables: dict[str, BaseModel]) -
 
 def _comment(doc: str | None) -> list[str]:
     return [f"# {line.strip()}" for line in (doc or "").splitlines()]
+
+
+def _notes(notes: Sequence[str]) -> list[str]:
+    """Notes as comment lines, wrapped; a note's continuation lines are indented."""
+    lines = []
+    for note in notes:
+        wrapped = textwrap.wrap(note, 86, break_long_words=False, break_on_hyphens=False)
+        lines += [f"# {'' if i == 0 else '  '}{line}" for i, line in enumerate(wrapped)]
+    return lines
 
 
 def _toml(value: object) -> str:

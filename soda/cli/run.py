@@ -66,8 +66,8 @@ def drive(
     def stop_soon() -> None:
         session.stop_requested = True
 
-    # SIGTERM/SIGINT as for the daemon: the first stops at the next safe point, the
-    # second at once (the commands soda started are killed); the records close.
+    # SIGTERM/SIGINT as for the daemon: the first kills the commands running and
+    # stops at the next safe point, the second at once; the records close.
     try:
         with stop_signals(stop_soon):
             result = run_loop(session, watch, once=once, should_stop=lambda: session.stop_requested)

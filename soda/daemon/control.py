@@ -1,6 +1,8 @@
 """Controlling the daemon from outside: `soda start` waits for its readiness,
-`soda stop` says what it waits for and, after its timeout, stops it at once and
-then kills whatever of its process tree is left (soda.daemon.process is the process)."""
+`soda stop` sends the first SIGTERM (the daemon kills the commands it runs and
+stops at its next safe point, within seconds), says what it still waits for and,
+after its timeout, stops it at once and then kills whatever of its process tree
+is left (soda.daemon.process is the process)."""
 
 from __future__ import annotations
 
@@ -79,10 +81,11 @@ def stop(
     say: Callable[[str], None] = print,
     clock: Clock = SYSTEM_CLOCK,
 ) -> Stopped | None:
-    """SIGTERM the soda holding the lock and wait for its safe point, saying what it
-    waits for; after `timeout` stop it at once (a second SIGTERM: it kills what it
-    started and closes its records), then SIGKILL whatever of its tree is left.
-    None if no soda ran here."""
+    """SIGTERM the soda holding the lock (it kills the commands it runs, their
+    results thrown away) and wait for its safe point, saying what it waits for;
+    after `timeout` stop it at once (a second SIGTERM: it kills everything it
+    started, a notification too, and closes its records), then SIGKILL whatever
+    of its tree is left. None if no soda ran here."""
     state = config.state_dir
     pid = running_pid(state)
     if pid is None:

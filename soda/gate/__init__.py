@@ -3,8 +3,9 @@
 
     runner.py   run the test command in the jail, read its per-test report
     rules.py    what must hold before a commit merges (gate, infrastructure_changes)
+    imports.py  a run that could not import something: the module, the fix
     here        `tested`: results cached by tree id; the milestone tip's tests;
-                `confirm_done`
+                `confirm_done`; `import_failure`
 
 May import: config, contracts, errors, events, repo, store, system.
 """
@@ -18,6 +19,7 @@ from sqlite_utils import Database
 
 from soda.config import Config
 from soda.events import Events
+from soda.gate.imports import cannot_import, import_advice
 from soda.gate.rules import own_modules
 from soda.gate.runner import TestReport, report_kind, run_tests
 from soda.repo.checkouts import Checkouts
@@ -107,3 +109,16 @@ def confirm_done(
         why = report.problem or f"the test command exits {report.returncode}"
         return f"DONE refused: {why} on the milestone tip"
     return None
+
+
+def import_failure(report: TestReport, config: Config, jail: Jail, what: str) -> str | None:
+    """When `report` is a run with no per-test report because the tests could not
+    import something (the project, pytest, a dependency): one message naming the
+    module, the command and where it ran, and the fix; else None. `what` says
+    which run, e.g. "on the milestone tip"."""
+    if not report.problem or report.timed_out:
+        return None
+    missing = cannot_import(report.output, jail.repo_root)
+    if missing is None:
+        return None
+    return import_advice(missing, config.project.test_command, jail.mode != "none", what)

@@ -7,7 +7,9 @@ available, the exit code otherwise. Where the report comes from:
 - pytest (the test command mentions it): soda asks for the report through
   `PYTEST_ADDOPTS` at a path *outside* the checkout, so the change under test
   cannot write or delete it. The report is mandatory: missing, empty or
-  unreadable, the run is marked with a `problem` and the gate refuses.
+  unreadable, the run is marked with a `problem` and the gate refuses (when
+  the tests could not import something, the problem names the module:
+  `soda.gate.imports`).
   A small plugin rides along (`-p soda_probe`) and records which files the
   tests imported, so the gate can prove the checkout's code is what ran.
 - any other runner: `gate.junit` names where the command writes its report
@@ -31,6 +33,7 @@ from pathlib import Path
 from typing import Any
 
 from soda.config import Config
+from soda.gate.imports import cannot_import
 from soda.system.jail import Jail
 
 PROBE = '''\
@@ -173,6 +176,9 @@ def run_tests(
         parsed = _consistent(parsed, result.returncode)
     if parsed is None or isinstance(parsed, str):
         problem = None if parsed is None else f"no per-test report: {parsed}"
+        missing = cannot_import(result.output, root) if problem and not result.timed_out else None
+        if missing is not None:  # the usual cause: say it instead of "not written"
+            problem = f"{missing.short()}, so there is no per-test report"
         return TestReport(
             result.returncode, result.timed_out, output=result.output, problem=problem
         )

@@ -9,8 +9,11 @@
 - The daemon publishes when it will next look for work (`state/daemon.wake`,
   read by `next_wake` for `soda status`).
 - `stop_signals` gives `soda run` and the daemon the same SIGTERM/SIGINT: the
-  first stops at the next safe point, the second at once (every command soda
-  started is killed, then KeyboardInterrupt closes the records on the way out).
+  first kills the commands soda is running (a ten-minute test run, an agent's
+  command: their results are thrown away) and stops at the next safe point, so
+  soda stops within seconds; the second stops at once (every command soda
+  started is killed, a notification too, then KeyboardInterrupt closes the
+  records on the way out).
 """
 
 from __future__ import annotations
@@ -137,8 +140,11 @@ def describe_wait(commands: list[LiveCommand], test_command: str, phase: str | N
 @contextlib.contextmanager
 def stop_signals(stop_soon: Callable[[], None]) -> Iterator[None]:
     """SIGTERM and SIGINT while the block runs: the first calls `stop_soon` (stop at
-    the next safe point), the second kills every command soda started and raises
-    KeyboardInterrupt (stop at once). The previous handlers come back afterwards.
+    the next safe point) and kills the commands running (`proc.interrupt_live`:
+    their callers get Interrupted, no new one starts); the second kills every
+    command soda started and raises KeyboardInterrupt (stop at once). Afterwards
+    the previous handlers come back, unless a stop came: the process is then on
+    its way out, and a later signal only kills what still runs (no traceback).
     Outside the main thread (signals cannot be caught there) it does nothing."""
     if threading.current_thread() is not threading.main_thread():
         yield
@@ -151,14 +157,19 @@ def stop_signals(stop_soon: Callable[[], None]) -> Iterator[None]:
         if received > 1:
             proc.kill_live()
             raise KeyboardInterrupt
-        stop_soon()
+        stop_soon()  # first: a killed command's caller then sees the stop was asked
+        proc.interrupt_live()
 
     previous = {sig: signal.signal(sig, handler) for sig in (signal.SIGTERM, signal.SIGINT)}
     try:
         yield
     finally:
-        for sig, old in previous.items():
-            signal.signal(sig, old)
+        if received:  # on its way out: a later signal kills what runs, never a traceback
+            for sig in previous:
+                signal.signal(sig, lambda signum, frame: proc.kill_live())
+        else:
+            for sig, old in previous.items():
+                signal.signal(sig, old)
 
 
 def _write_atomically(path: Path, text: str) -> None:

@@ -8,10 +8,11 @@ counted and cut), and reports a non-zero exit as data, never as an exception.
 that looks like a credential, so an agent's `env` or `printenv` cannot leak keys.
 
 Every child's group is registered while it runs (`live_commands`): a stop can say
-what it waits for, `kill_live` ends them all at once (a second signal), an
-exception in the waiting thread (Ctrl-C) kills the group before it propagates,
-and an observer (the session's activity file) hears each change, so a restart
-after a `kill -9` can end what the dead soda left running (`kill_leftovers`).
+what it waits for, `interrupt_live` kills them at a first stop signal (their `run`
+raises Interrupted, nothing new starts), `kill_live` kills all at once (a second
+signal), an exception in the waiting thread (Ctrl-C) kills the group before it
+propagates, and an observer (the session's activity file) hears each change, so a
+restart after a `kill -9` can end what the dead soda left running (`kill_leftovers`).
 """
 
 from __future__ import annotations
@@ -29,7 +30,8 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
-from soda.errors import InputError
+from soda.errors import InputError, Interrupted
+from soda.system.tree import descendants as descendants  # soda.daemon.parts uses it
 
 KILL_GRACE_S = 2.0
 """Seconds a timed-out process group gets between SIGTERM and SIGKILL."""
@@ -65,6 +67,9 @@ class LiveCommand:
 _live: dict[int, LiveCommand] = {}
 _live_lock = threading.Lock()
 _observer: Callable[[list[LiveCommand]], None] | None = None
+_stopping = False  # a stop was asked for: interruptible commands die, none starts
+_interrupted: set[int] = set()  # groups a stop killed: their `run` raises Interrupted
+_lasting: set[int] = set()  # groups of commands a stop spares (a notification)
 
 
 def observe(observer: Callable[[list[LiveCommand]], None] | None) -> None:
@@ -84,8 +89,30 @@ def kill_live() -> int:
     in a signal handler: it takes no lock (the thread it interrupted may hold one)."""
     live = tuple(_live.values())  # one C-level copy under the GIL
     for command in live:
-        _signal_group(command.pgid, signal.SIGKILL)
+        _kill_tree(command.pgid)
     return len(live)
+
+
+def interrupt_live() -> int:
+    """A first stop signal: SIGKILL every interruptible command and start no new
+    one, so soda stops within seconds whatever ran. A killed command's `run` raises
+    Interrupted: a killed test run is no evidence. How many were killed. Safe in a
+    signal handler: no lock (the interrupted thread may hold one)."""
+    global _stopping
+    _stopping = True
+    groups = [c.pgid for c in tuple(_live.values()) if c.pgid not in _lasting]  # GIL-atomic copy
+    for pgid in groups:
+        _interrupted.add(pgid)
+        _kill_tree(pgid)
+    return len(groups)
+
+
+def allow_commands() -> None:
+    """Undo `interrupt_live`: commands may run again (a process that goes on after a
+    stop, e.g. a test's)."""
+    global _stopping
+    _stopping = False
+    _interrupted.clear()
 
 
 def kill_leftovers(commands: list[LiveCommand]) -> int:
@@ -173,13 +200,17 @@ def run(
     env: Mapping[str, str] | None = None,
     output_limit: int = 20_000,
     extra_env: Mapping[str, str] | None = None,
+    interruptible: bool = True,
 ) -> CommandResult:
     """Run `command` (a string goes through /bin/sh -c) in `cwd` for at most `timeout`
     seconds. `env` replaces the scrubbed default environment; `extra_env` is added
-    to whichever applies. Raises InputError only when `cwd` is not a directory."""
+    to whichever applies. Raises InputError when `cwd` is not a directory, and
+    Interrupted when a stop killed it or came first (unless not `interruptible`)."""
     if not Path(cwd).is_dir():
         raise InputError(f"cannot run {_display(command)!r}: {cwd} is not a directory")
     argv = ["/bin/sh", "-c", command] if isinstance(command, str) else list(command)
+    if interruptible and _stopping:
+        raise Interrupted(f"soda is stopping: `{_label(argv)}` was not started")
     child_env = {**env, **(extra_env or {})} if env is not None else scrubbed_env(extra_env)
     started = time.monotonic()
     try:
@@ -200,17 +231,27 @@ def run(
     capture = _Capture(output_limit)
     reader = threading.Thread(target=capture.drain, args=(proc.stdout,), daemon=True)
     reader.start()
+    if not interruptible:
+        _lasting.add(proc.pid)
     _changed(proc.pid, LiveCommand(proc.pid, _label(argv), time.time(), start_ticks(proc.pid)))
+    if interruptible and _stopping:  # the stop came while it started: it missed the list
+        _interrupted.add(proc.pid)
+        _kill_tree(proc.pid)
     try:
         timed_out = _wait_or_kill(proc, max(timeout, 0.0))
     except BaseException:  # Ctrl-C or a stop at once: nothing the command started survives
-        _signal_group(proc.pid, signal.SIGKILL)
+        _kill_tree(proc.pid)
         with contextlib.suppress(Exception):
             proc.wait(KILL_GRACE_S)
         raise
     finally:
         _changed(proc.pid, None)
+        _lasting.discard(proc.pid)
+        killed = proc.pid in _interrupted
+        _interrupted.discard(proc.pid)  # the id may come back for another process
     reader.join(READER_GRACE_S)
+    if killed:
+        raise Interrupted(f"stopped by a signal: `{_label(argv)}` was killed")
     return CommandResult(
         command=_display(command),
         returncode=None if timed_out else proc.returncode,
@@ -270,25 +311,15 @@ def _group_running(pgid: int) -> bool:
     return False
 
 
-def descendants(pid: int) -> list[int]:
-    """Every live process below `pid`, read from /proc (none elsewhere)."""
-    proc_dir = Path("/proc")
-    children: dict[int, list[int]] = {}
-    for entry in proc_dir.iterdir() if proc_dir.is_dir() else []:
-        if not entry.name.isdigit():
-            continue
-        try:
-            fields = (entry / "stat").read_text(errors="replace").rsplit(")", 1)[1].split()
-        except (OSError, IndexError):
-            continue  # exited while we looked
-        children.setdefault(int(fields[1]), []).append(int(entry.name))
-    found: list[int] = []
-    todo = [pid]
-    while todo:
-        for child in children.get(todo.pop(), []):
-            found.append(child)
-            todo.append(child)
-    return found
+def _kill_tree(pgid: int) -> None:
+    """SIGKILL the group and every process below its leader, listed first: the
+    jail's inner bwrap has a group of its own and dies with its parent only once
+    its setup has asked for that, so a stop at a command's start must name it."""
+    below = descendants(pgid)
+    _signal_group(pgid, signal.SIGKILL)
+    for pid in below:
+        with contextlib.suppress(ProcessLookupError, PermissionError):
+            os.kill(pid, signal.SIGKILL)
 
 
 def _signal_group(pgid: int, sig: signal.Signals) -> None:

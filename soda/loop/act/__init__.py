@@ -30,7 +30,7 @@ from soda.contracts.outcomes import (
     TaskStatus,
 )
 from soda.errors import InputError, StructuralError
-from soda.gate import milestone_tests
+from soda.gate import import_failure, milestone_tests
 from soda.gate.rules import GateResult, gate
 from soda.gate.runner import TestReport
 from soda.human.approval import Verdict, await_approval, needs_approval
@@ -88,7 +88,7 @@ def act(
         session.config, session.jail, session.db, session.checkouts, session.milestone.branch
     )
     it.events.emit("act.baseline", {"summary": baseline.summary()})
-    _check_baseline(baseline)
+    _check_baseline(baseline, session)
     run = PlanRun(
         session, it, plan, baseline, lambda verdict: _ask_person(session, it, verdict, say)
     )
@@ -153,9 +153,14 @@ def _noted(outcome: TaskOutcome) -> bool:
     return outcome.status in (TaskEnd.GAVE_UP, TaskEnd.SKIPPED, TaskEnd.CANCELLED, TaskEnd.WAITING)
 
 
-def _check_baseline(baseline: TestReport) -> None:
+def _check_baseline(baseline: TestReport, session: Session) -> None:
     """A baseline that cannot be judged makes every gate fail: structural, HALT
-    with the reason instead of letting the executor work for nothing."""
+    with the reason instead of letting the executor work for nothing. When the
+    tests could not import the project (or pytest, or a dependency), the reason
+    names the module, the command and where it ran, and the fix."""
+    failure = import_failure(baseline, session.config, session.jail, "on the milestone tip")
+    if failure is not None:
+        raise StructuralError(failure)
     if baseline.foreign_imports:
         verdict = gate(baseline, baseline)
         raise StructuralError(verdict.reason)
