@@ -17,7 +17,13 @@ from soda.loop.session import Session
 from tests.conftest import git
 from tests.test_loop import DEMO_SCRIPT, project
 
-VERIFIED = {"checks": [], "task_updates": [], "learnings": [], "summary": "checked"}
+VERIFIED = {
+    "checks": [],
+    "task_updates": [],
+    "learnings": [],
+    "summary": "checked",
+    "learning_verdicts": [],
+}
 NOT_MET = {"spec_satisfied": False, "confidence": "medium", "gaps": [], "summary": "not met"}
 
 
@@ -57,7 +63,6 @@ def done(summary: str = "done") -> Reply:
     """The executor's answer: the task is finished, nothing else to report."""
     return submit(
         {
-            "tasks_completed": [],
             "tasks_blocked": [],
             "task_comments": [],
             "new_subtasks": [],

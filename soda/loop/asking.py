@@ -120,6 +120,7 @@ def asked_orientation(question: str) -> Orientation:
         iteration_plan=None,
         stuck_reason=f"an ORIENT agent asked: {question} (see `soda status`, then `soda answer`)",
         learnings=[],
+        learning_verdicts=[],
     )
 
 
@@ -239,6 +240,7 @@ def resume_orientation(session: Session, it: Iteration) -> Orientation | None:
         ),
         stuck_reason=None,
         learnings=[],
+        learning_verdicts=[],
     )
 
 

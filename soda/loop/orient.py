@@ -192,7 +192,7 @@ def apply_orientation(session: Session, it: Iteration, orientation: Orientation)
         tracker.create(
             task.title,
             task.description,
-            parent_id=task.parent_id or root,
+            parent_id=root,
             risk=task.risk,
             author="orient",
             iteration_id=iteration_id,
