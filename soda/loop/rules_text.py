@@ -44,8 +44,8 @@ def tests_and_merges(config: Config, role: Role) -> str:
         )
     timeout = _duration(config.approval.timeout)
     threshold = config.approval.risk_threshold
-    at_or_above = ", ".join(RISK_LEVELS[RISK_LEVELS.index(threshold) :])
-    held = "\n".join(f"- {rule};" for rule in held_changes(config.gate.protected))
+    at_or_above = threshold if threshold == RISK_LEVELS[-1] else f"{threshold} or higher"
+    held = ";\n".join(f"- {rule}" for rule in held_changes(config.gate.protected)) + "."
     return (
         f"Test command: `{command}`. The gate runs exactly this, in the jail, on a clean "
         "checkout of each change merged with the milestone, and merges only if no test "
