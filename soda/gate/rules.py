@@ -13,7 +13,8 @@ both on clean checkouts in the jail (see `soda.gate.runner`). The rules, in orde
    not refused outright but never merged on the gate's word either; a person
    approves them (`GateResult.approval` lists what to look at).
 
-Exit-code-only runners (no report) merge only on exit code 0.
+Exit-code-only runners (no report) merge only on exit code 0. `held_changes`
+words rule 4 for the agents that plan or change code, from the same tables.
 """
 
 from __future__ import annotations
