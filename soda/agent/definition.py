@@ -119,7 +119,8 @@ def terminal_tools(agent: Agent[Contract]) -> list[ToolSpec]:
             name=SUBMIT,
             description=(
                 f"Give your final answer ({agent.contract} contract). "
-                "Call this exactly once, when you are done; it ends your turn."
+                "Call this exactly once, when you are done, alone in its turn after your "
+                "other calls have returned; it ends your work."
             ),
             input_schema=schema,
         )
