@@ -77,7 +77,14 @@ def iteration_script(n: int) -> list[dict]:
     }
     return [
         submit(
-            "verifier", {"checks": [], "task_updates": [], "learnings": [], "summary": "checked"}
+            "verifier",
+            {
+                "checks": [],
+                "task_updates": [],
+                "learnings": [],
+                "summary": "checked",
+                "learning_verdicts": [],
+            },
         ),
         submit(
             "assessor",
@@ -114,7 +121,6 @@ def iteration_script(n: int) -> list[dict]:
         submit(
             "executor",
             {
-                "tasks_completed": [],
                 "tasks_blocked": [],
                 "task_comments": [],
                 "new_subtasks": [],

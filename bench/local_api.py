@@ -77,7 +77,13 @@ def call(name: str, **arguments: Any) -> Callable[[int], Reply]:
     return lambda n: tool_use_response(name, arguments)
 
 
-VERIFIED = {"checks": [], "task_updates": [], "learnings": [], "summary": "claims hold"}
+VERIFIED = {
+    "checks": [],
+    "task_updates": [],
+    "learnings": [],
+    "summary": "claims hold",
+    "learning_verdicts": [],
+}
 NOT_MET = {
     "spec_satisfied": False,
     "confidence": "medium",
@@ -107,7 +113,6 @@ def plan(n: int) -> Reply:
 
 
 EXECUTED = {
-    "tasks_completed": [],
     "tasks_blocked": [],
     "task_comments": [],
     "new_subtasks": [],

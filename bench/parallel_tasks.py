@@ -42,7 +42,6 @@ def executor(latency: float):
             return call("write_file", path=f"notes/{key}.txt", content=f"{key}\n")
         return submit(
             {
-                "tasks_completed": [],
                 "tasks_blocked": [],
                 "task_comments": [],
                 "new_subtasks": [],

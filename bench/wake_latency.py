@@ -38,6 +38,7 @@ CHECK_AGAIN = [
                     "task_updates": [],
                     "learnings": [],
                     "summary": "unchanged",
+                    "learning_verdicts": [],
                 },
             }
         ],

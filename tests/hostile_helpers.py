@@ -66,7 +66,6 @@ PLAN = submit(
 EXECUTOR_DONE = submit(
     "executor",
     {
-        "tasks_completed": [],
         "tasks_blocked": [],
         "task_comments": [],
         "new_subtasks": [],

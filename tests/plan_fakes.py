@@ -17,7 +17,13 @@ from soda.loop.session import Session
 from tests.conftest import git
 from tests.test_loop import DEMO_SCRIPT, project
 
-VERIFIED = {"checks": [], "task_updates": [], "learnings": [], "summary": "checked"}
+VERIFIED = {
+    "checks": [],
+    "task_updates": [],
+    "learnings": [],
+    "summary": "checked",
+    "learning_verdicts": [],
+}
 NOT_MET = {"spec_satisfied": False, "confidence": "medium", "gaps": [], "summary": "not met"}
 
 
@@ -53,11 +59,19 @@ def task_of(request: ModelRequest) -> dict[str, Any]:
     return json.loads(text.split("## Task\n\n", 1)[1].split("\n\n## ", 1)[0])
 
 
+def key_of(request: ModelRequest) -> str:
+    """The plan key of the executor's task, read from its description ("write
+    notes/KEY.txt", as `task` writes it): the executor is shown the Trace task id,
+    and follows the description, as a real one would."""
+    match = re.search(r"notes/(\S+)\.txt", task_of(request)["description"])
+    assert match, task_of(request)
+    return match.group(1)
+
+
 def done(summary: str = "done") -> Reply:
     """The executor's answer: the task is finished, nothing else to report."""
     return submit(
         {
-            "tasks_completed": [],
             "tasks_blocked": [],
             "task_comments": [],
             "new_subtasks": [],
@@ -70,8 +84,9 @@ def done(summary: str = "done") -> Reply:
 def executor(request: ModelRequest) -> Reply:
     """Write notes/<key>.txt on the first turn, then submit."""
     if first_turn(request):
-        the_task = task_of(request)
-        return call("write_file", path=f"notes/{the_task['id']}.txt", content=the_task["title"])
+        return call(
+            "write_file", path=f"notes/{key_of(request)}.txt", content=task_of(request)["title"]
+        )
     return done("wrote the note")
 
 

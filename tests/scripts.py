@@ -11,7 +11,14 @@ def submit(agent: str, data: dict[str, Any]) -> dict[str, Any]:
 
 
 VERIFIED = submit(
-    "verifier", {"checks": [], "task_updates": [], "learnings": [], "summary": "checked"}
+    "verifier",
+    {
+        "checks": [],
+        "task_updates": [],
+        "learnings": [],
+        "summary": "checked",
+        "learning_verdicts": [],
+    },
 )
 NOT_MET = submit(
     "assessor",

@@ -97,7 +97,10 @@ def test_an_edited_plan_is_the_plan_that_runs(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     root, loop = project_waiting(tmp_path)
-    added = "dict(plan['tasks'][0], id='n', task_id=None, title='Added by a person')"
+    added = (
+        "dict(plan['tasks'][0], id='n', task_id=None, title='Added by a person', "
+        "description='write notes/n.txt')"
+    )
     editor(
         tmp_path,
         monkeypatch,

@@ -360,7 +360,10 @@ def test_run_once_json_says_more_to_do_then_done(tmp_path: Path) -> None:
 
 
 def test_halt_is_said_once(tmp_path: Path) -> None:
-    bad = submit("verifier", {"checks": [], "task_updates": [], "learnings": [], "summary": 42})
+    bad = submit(
+        "verifier",
+        {"checks": [], "task_updates": [], "learnings": [], "summary": 42, "learning_verdicts": []},
+    )
     root = scripted_project(tmp_path / "project", [bad])
     result = soda("run", "--once", "--json", cwd=root)
     assert result.returncode == 4, result.stderr

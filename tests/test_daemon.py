@@ -141,7 +141,13 @@ def test_sigkill_in_act_then_restart_recovers(project) -> None:
             "tool_calls": [
                 {
                     "name": "submit",
-                    "input": {"checks": [], "task_updates": [], "learnings": [], "summary": "s"},
+                    "input": {
+                        "checks": [],
+                        "task_updates": [],
+                        "learnings": [],
+                        "summary": "s",
+                        "learning_verdicts": [],
+                    },
                 }
             ],
         },

@@ -38,6 +38,7 @@ def orientation(**overrides: Any) -> Orientation:
         "iteration_plan": PLAN,
         "stuck_reason": None,
         "learnings": [],
+        "learning_verdicts": [],
     }
     return Orientation(**{**base, **overrides})
 

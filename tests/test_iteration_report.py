@@ -16,12 +16,12 @@ from tests.plan_fakes import (
     events,
     executor,
     fake_model,
+    key_of,
     new_project,
     open_session,
     plan,
     set_key,
     task,
-    task_of,
 )
 
 DAG = plan(task("a"), task("b", "a"), task("c", "b"))
@@ -69,7 +69,7 @@ def test_a_plan_that_lands_reports_its_tasks_and_completes(tmp_path: Path) -> No
 
 def test_a_failed_task_and_its_skipped_dependent_fail_the_plan(tmp_path: Path) -> None:
     def gives_up_on_b(request: ModelRequest) -> Reply:
-        if task_of(request)["id"] == "b":
+        if key_of(request) == "b":
             return call("cannot_complete", reason="b cannot be done")
         return executor(request)
 

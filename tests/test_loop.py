@@ -66,7 +66,7 @@ def test_demo_script_runs_to_done(tmp_path: Path) -> None:
 def test_contract_violation_halts_with_the_path(tmp_path: Path) -> None:
     bad = submit(
         "verifier",
-        {"checks": [], "task_updates": [], "learnings": [], "summary": 42},
+        {"checks": [], "task_updates": [], "learnings": [], "summary": 42, "learning_verdicts": []},
     )
     root = project(tmp_path, [bad])
     result, _, session = run(root)
@@ -135,7 +135,6 @@ def test_regression_is_not_merged(tmp_path: Path) -> None:
     done = submit(
         "executor",
         {
-            "tasks_completed": [2],
             "tasks_blocked": [],
             "task_comments": [],
             "new_subtasks": [],
@@ -235,6 +234,7 @@ def test_single_orient_pattern_uses_one_agent(tmp_path: Path) -> None:
             "iteration_plan": None,
             "stuck_reason": None,
             "learnings": ["the suite runs in under a second"],
+            "learning_verdicts": [],
         },
     )
     root = project(tmp_path, [orienter])

@@ -152,6 +152,7 @@ def test_schema_violating_answer_halts_with_the_path(root: Path, fake_api: FakeA
         "task_updates": [{"task_id": 1, "action": "delete", "reason": "x"}],
         "learnings": [],
         "summary": "s",
+        "learning_verdicts": [],
     }
     fake_api.enqueue(tool_use_response("submit", bad, tokens=TOKENS))
     result, session = run(root)

@@ -122,6 +122,7 @@ def decide_next(loop: LoopStatus) -> Kind:
         iteration_plan=plan,
         stuck_reason=None,
         learnings=[],
+        learning_verdicts=[],
     )
     budget = Budget(0.0, 10.0, 0, 1_000_000)
     return decide(orientation, LoopState(1, 20, loop), budget, Control()).kind

@@ -45,6 +45,12 @@ def the_task(request: ModelRequest) -> dict[str, Any]:
     return json.loads(match.group(1))
 
 
+def key_of(request: ModelRequest) -> str:
+    """The plan key of the executor's task, from its title (`task` names it "Task
+    KEY"): the executor is shown the Trace task id, not the plan's key."""
+    return str(the_task(request)["title"]).removeprefix("Task ")
+
+
 def writes(path: str, content: str) -> Answer:
     """An executor that writes one file, then submits."""
 
@@ -58,7 +64,7 @@ def writes(path: str, content: str) -> Answer:
 
 def by_key(answers: dict[str, Answer]) -> Answer:
     """The executor's answer chosen by its task's key."""
-    return lambda request: answers[the_task(request)["id"]](request)
+    return lambda request: answers[key_of(request)](request)
 
 
 def task(key: str, *deps: str, task_id: int | None = None, description: str = "-") -> PlanTask:
@@ -117,7 +123,7 @@ def test_tasks_of_a_batch_run_at_the_same_time_and_merge_one_by_one(tmp_path: Pa
     spans: dict[str, list[float]] = {}
 
     def executor(request: ModelRequest) -> Reply:
-        key = the_task(request)["id"]
+        key = key_of(request)
         if first_turn(request):
             spans[key] = [time.monotonic()]
             together.wait()  # breaks (and fails the task) unless all three run at once
@@ -259,7 +265,7 @@ def test_cancel_reaches_every_running_task(tmp_path: Path) -> None:
     calls: list[str] = []
 
     def executor(request: ModelRequest) -> Reply:
-        key = the_task(request)["id"]
+        key = key_of(request)
         calls.append(key)
         if first_turn(request):
             started.wait()
@@ -288,7 +294,7 @@ def test_stop_reaches_every_running_task(tmp_path: Path) -> None:
     turns: list[str] = []
 
     def executor(request: ModelRequest) -> Reply:
-        turns.append(the_task(request)["id"])
+        turns.append(key_of(request))
         if first_turn(request):
             started.wait()
             session.stop_requested = True  # a signal arrives while both run
@@ -310,7 +316,7 @@ def test_a_broken_answer_in_one_task_stops_the_others_and_is_what_act_raises(
     turns: list[str] = []
 
     def executor(request: ModelRequest) -> Reply:
-        key = the_task(request)["id"]
+        key = key_of(request)
         turns.append(key)
         if first_turn(request):
             started.wait()

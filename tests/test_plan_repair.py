@@ -61,6 +61,7 @@ def orienter(plan: dict[str, Any]) -> dict[str, Any]:
             "iteration_plan": plan,
             "stuck_reason": None,
             "learnings": [],
+            "learning_verdicts": [],
         },
     )
 

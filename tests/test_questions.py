@@ -26,12 +26,12 @@ from tests.plan_fakes import (
     events,
     executor,
     fake_model,
+    key_of,
     new_project,
     open_session,
     plan,
     set_key,
     task,
-    task_of,
 )
 
 PLAN = plan(task("a", title="Pick the rounding"), task("b", title="Independent work"))
@@ -48,7 +48,7 @@ def asking_executor(seen: list[list[str]]) -> Any:
     tasks are the plain executor. `seen` keeps each request's tool results."""
 
     def answer(request: ModelRequest) -> Reply:
-        if task_of(request)["id"] != "a":
+        if key_of(request) != "a":
             return executor(request)
         seen.append(results(request))
         answers = [r[len(ANSWERED) :] for r in results(request) if r.startswith(ANSWERED)]
@@ -212,16 +212,16 @@ def test_in_the_same_process_the_kept_work_tree_is_given_back_on_resume(tmp_path
 def test_an_orient_agent_asks_the_iteration_is_stuck_and_the_answer_reaches_orient(
     tmp_path: Path,
 ) -> None:
-    from tests.plan_fakes import NOT_MET, recording
+    from tests.plan_fakes import planning, recording
 
     seen: list[str] = []
 
-    def assessor(request: ModelRequest) -> Reply:
+    def planner(request: ModelRequest) -> Reply:
         if "## Answers From The Person" not in request.messages[0].text:
             return call("ask_human", question="Is rounding part of the spec?")
-        return submit(NOT_MET)
+        return submit(planning(plan(task("a"))))
 
-    model = fake_model(plan(task("a")), assessor=recording(assessor, seen))
+    model = fake_model(plan(task("a")), planner=recording(planner, seen))
     root = new_project(tmp_path)
     session = open_session(root, model)
     result = run_loop(session, lambda line: None, once=True)

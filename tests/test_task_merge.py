@@ -93,7 +93,15 @@ def test_planner_and_executor_tasks_merge_into_open_ones(tmp_path: Path) -> None
 
 def answer(request: ModelRequest) -> dict[str, Any]:
     if request.agent == "verifier":
-        return submit({"checks": [], "task_updates": [], "learnings": [], "summary": "s"})
+        return submit(
+            {
+                "checks": [],
+                "task_updates": [],
+                "learnings": [],
+                "summary": "s",
+                "learning_verdicts": [],
+            }
+        )
     if request.agent == "assessor":
         return submit({"spec_satisfied": False, "confidence": "high", "gaps": [], "summary": "s"})
     if request.agent == "planner":
@@ -101,7 +109,6 @@ def answer(request: ModelRequest) -> dict[str, Any]:
     if request.agent == "executor":
         return submit(
             {
-                "tasks_completed": [],
                 "tasks_blocked": [],
                 "task_comments": [],
                 "new_subtasks": [
@@ -131,7 +138,6 @@ def planning() -> dict[str, Any]:
             {
                 "title": "add subtract!",
                 "description": "also negative numbers",
-                "parent_id": None,
                 "risk": "low",
             }
         ],

@@ -24,7 +24,13 @@ from soda.system.lifecycle import next_wake
 from tests.conftest import git, wait_for
 from tests.test_daemon import DEMO, query
 
-VERIFIED = {"checks": [], "task_updates": [], "learnings": [], "summary": "checked"}
+VERIFIED = {
+    "checks": [],
+    "task_updates": [],
+    "learnings": [],
+    "summary": "checked",
+    "learning_verdicts": [],
+}
 NOT_MET = {"spec_satisfied": False, "confidence": "high", "gaps": [], "summary": "not met"}
 NO_WORK = {
     "actionable_work_exists": False,

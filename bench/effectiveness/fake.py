@@ -150,7 +150,13 @@ class TaskFake:
 
     def verifier(self, request: ModelRequest) -> Reply:
         return submit(
-            {"checks": [], "task_updates": [], "learnings": [], "summary": "claims checked"}
+            {
+                "checks": [],
+                "task_updates": [],
+                "learnings": [],
+                "learning_verdicts": [],
+                "summary": "claims checked",
+            }
         )
 
     def assessor(self, request: ModelRequest) -> Reply:
@@ -214,6 +220,7 @@ class TaskFake:
                 "iteration_plan": None if met else self.plan(),
                 "stuck_reason": None,
                 "learnings": [],
+                "learning_verdicts": [],
             }
         )
 
@@ -250,7 +257,6 @@ class TaskFake:
     def _done(self, request: ModelRequest) -> Reply:
         return submit(
             {
-                "tasks_completed": [],
                 "tasks_blocked": [],
                 "task_comments": [],
                 "new_subtasks": [],

@@ -8,7 +8,10 @@ header's `stable` list, by default the spec) first, then the rest in declared
 order, then anything situational; the message says where the stable part ends
 (`Message.stable_chars`) so a provider can cache it apart from this iteration's
 claims. Values render compactly: an object with `prompt_text()` (the claims) as
-that text, other structures as one-line JSON.
+that text, other structures as one-line JSON. The message ends with what the
+agent is to do next, in terms of what it has (`closing_line`): a tool-less
+agent (answered in JSON mode) is told to answer with the JSON object, not to
+use tools or call `submit`.
 
 An agent knows its output type, in the spirit of pydantic-ai's `Agent[Deps,
 Output]`: `load_agent("verifier", Verification)` is an `Agent[Verification]`,
@@ -116,7 +119,8 @@ def terminal_tools(agent: Agent[Contract]) -> list[ToolSpec]:
             name=SUBMIT,
             description=(
                 f"Give your final answer ({agent.contract} contract). "
-                "Call this exactly once, when you are done; it ends your turn."
+                "Call this exactly once, when you are done, alone in its turn after your "
+                "other calls have returned; it ends your work."
             ),
             input_schema=schema,
         )
@@ -156,10 +160,24 @@ def first_message(agent: Agent[Contract], inputs: dict[str, Any]) -> Message:
     extras = [name for name in inputs if name not in agent.inputs]
     head = "".join(_section(name, inputs[name]) for name in stable)
     tail = "".join(_section(name, inputs[name]) for name in (*declared, *extras))
-    return Message(
-        role="user",
-        text=head + tail + "Work with your tools, then call `submit`.",
-        stable_chars=len(head),
+    return Message(role="user", text=head + tail + closing_line(agent), stable_chars=len(head))
+
+
+def closing_line(agent: Agent[Contract]) -> str:
+    """The first message's last line: what to do, with what the agent has."""
+    if agent.tools == "none":
+        return (
+            f"Answer with one JSON object that follows the {agent.contract} schema, and "
+            "nothing else."
+        )
+    if agent.can_give_up:
+        return (
+            "Work with your tools. When the task is done and its tests pass, call `submit` "
+            "alone in a turn of its own; if you cannot finish it, call `cannot_complete`."
+        )
+    return (
+        "Look with your read-only tools, then call `submit` once, alone in a turn of its "
+        "own, with your answer."
     )
 
 

@@ -7,14 +7,15 @@ from soda.contracts.base import Contract
 
 class BlockedTask(Contract):
     task_id: int
-    """Trace task that could not be finished."""
+    """Id of a task of the plan (as the plan shows it, e.g. 4 for "#4") that cannot
+    go on until something else happens."""
     reason: str
     """What stands in the way and what would clear it."""
 
 
 class TaskComment(Contract):
     task_id: int
-    """Trace task the comment belongs to."""
+    """Id of the task the comment belongs to (usually your own task's id)."""
     comment: str
     """What was done or found."""
 
@@ -25,16 +26,16 @@ class NewSubtask(Contract):
     description: str
     """What to do."""
     parent_id: int
-    """The Trace task it splits off from."""
+    """Id of the task it splits off from (usually your own task's id)."""
 
 
 class ExecuteResult(Contract):
-    """Executor output, given through the `submit` tool."""
+    """Executor output, given through the `submit` tool. Whether the work is done is
+    not the executor's to say: the gate's test run decides the merge."""
 
-    tasks_completed: list[int]
-    """Trace task ids finished, with tests passing."""
     tasks_blocked: list[BlockedTask]
-    """Tasks that could not be finished, with reasons."""
+    """Other tasks of the plan your work shows cannot go on, with reasons (empty as a
+    rule; to give up on your own task, call `cannot_complete` instead)."""
     task_comments: list[TaskComment]
     """Notes for Trace."""
     new_subtasks: list[NewSubtask]

@@ -10,8 +10,6 @@ from __future__ import annotations
 
 from typing import Literal
 
-from pydantic import Field
-
 from soda.config import Risk
 from soda.contracts.base import Confidence, Contract
 
@@ -32,7 +30,9 @@ class PlanTask(Contract):
     risk: Risk
     """How much damage a mistake here could do: none, low, medium, high, critical."""
     tool_hints: list[str]
-    """Tools or commands likely to help (e.g. "run_command: pytest -q tests/test_x.py")."""
+    """Tools likely to help, with their arguments, e.g.
+    "run_tests selector tests/test_x.py::test_y" (the executor's run_tests runs the
+    project's own test command: never write a test command by hand)."""
 
 
 class IterationPlan(Contract):
@@ -58,12 +58,12 @@ class TaskUpdate(Contract):
 
 
 class NewTask(Contract):
+    """A Trace task for later (a child of the milestone's root task)."""
+
     title: str
     """Short imperative title."""
     description: str
     """What to do and the acceptance check."""
-    parent_id: int | None
-    """Parent Trace task, or null for a child of the milestone root."""
     risk: Risk
     """Risk of the change."""
 
@@ -104,16 +104,19 @@ class Verification(Contract):
     """Short facts about this codebase worth remembering next iteration."""
     summary: str
     """Two or three sentences on the verified state of the work."""
-    learning_verdicts: list[LearningVerdict] = Field(default=[])
-    """Keep or retire each active learning shown in the claims, with a reason
-    (optional: an answer without it keeps every learning)."""
+    learning_verdicts: list[LearningVerdict]
+    """Verdicts on the active learnings shown in the claims (`L12: ...`): one for each
+    learning you retire (keep false) or checked and keep; a learning without a
+    verdict is kept. Empty when you judged none."""
 
 
 class Assessment(Contract):
     """Assessor output: is the spec met, and what is missing."""
 
     spec_satisfied: bool | Literal["unverifiable"]
-    """true only when every acceptance criterion is met and shown by tests."""
+    """true only when every acceptance criterion is met and shown by passing tests;
+    the string "unverifiable" when the repository cannot show it (a service or a
+    person's decision is needed); false otherwise."""
     confidence: Confidence
     """How sure, given the evidence gathered."""
     gaps: list[Gap]
@@ -141,7 +144,9 @@ class Orientation(Contract):
     """The combined ORIENT result that DECIDE and ACT consume."""
 
     spec_satisfied: bool | Literal["unverifiable"]
-    """true only when every acceptance criterion is met and shown by tests."""
+    """true only when every acceptance criterion is met and shown by passing tests;
+    the string "unverifiable" when the repository cannot show it (a service or a
+    person's decision is needed); false otherwise."""
     actionable_work_exists: bool
     """false when nothing can be done without a person."""
     confidence: Confidence
@@ -160,6 +165,7 @@ class Orientation(Contract):
     """When there is no actionable work: what a person must do or decide."""
     learnings: list[str]
     """Short facts worth remembering."""
-    learning_verdicts: list[LearningVerdict] = Field(default=[])
-    """Keep or retire each active learning shown in the claims, with a reason
-    (optional: an answer without it keeps every learning)."""
+    learning_verdicts: list[LearningVerdict]
+    """Verdicts on the active learnings shown in the claims (`L12: ...`): one for each
+    learning you retire (keep false) or checked and keep; a learning without a
+    verdict is kept. Empty when you judged none."""

@@ -2,7 +2,8 @@
 (DONE is confirmed by the tests), on the pool's clean checkouts (soda.repo.checkouts):
 
     runner.py   run the test command in the jail, read its per-test report
-    rules.py    what must hold before a commit merges (gate, infrastructure_changes)
+    rules.py    what must hold before a commit merges (gate, infrastructure_changes),
+                and the same rules as agents are told them (held_changes)
     imports.py  a run that could not import something: the module, the fix
     here        `tested`: results cached by tree id; the milestone tip's tests;
                 `confirm_done`; `import_failure`

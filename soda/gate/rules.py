@@ -13,7 +13,8 @@ both on clean checkouts in the jail (see `soda.gate.runner`). The rules, in orde
    not refused outright but never merged on the gate's word either; a person
    approves them (`GateResult.approval` lists what to look at).
 
-Exit-code-only runners (no report) merge only on exit code 0.
+Exit-code-only runners (no report) merge only on exit code 0. `held_changes`
+words rule 4 for the agents that plan or change code, from the same tables.
 """
 
 from __future__ import annotations
@@ -21,6 +22,7 @@ from __future__ import annotations
 import configparser
 import fnmatch
 import tomllib
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import PurePosixPath
 
@@ -86,6 +88,26 @@ SHADOWING_NAMES = frozenset(
 """Top-level modules a repository file could shadow to fake the runner or its report."""
 
 NOT_PROJECT_MODULES = frozenset({"tests", "test", "testing", "conftest", "setup", "docs"})
+
+
+def held_changes(protected: Sequence[str]) -> list[str]:
+    """The changes the gate never merges on its own word, one sentence each, as an
+    agent is told them (from the same tables `infrastructure_changes` and `gate`
+    apply, so the telling cannot drift from the rule). `protected`: `[gate]
+    protected`."""
+    held = [
+        f"changes any of {', '.join(sorted(TEST_CONFIG_FILES))} (anywhere in the "
+        "repository), or the pytest, tox or coverage settings in pyproject.toml or setup.cfg",
+        f"adds lines to a code or config file ({', '.join(sorted(CODE_SUFFIXES))}) that "
+        f"mention any of: {', '.join(REPORT_TOKENS)}",
+        "adds a .pth file, or a top-level file or directory named like a module the test "
+        f"runner loads ({', '.join(sorted(SHADOWING_NAMES))})",
+        "leaves a test that passed before missing or skipped afterwards (deleted, renamed, "
+        "skipped or no longer collected)",
+    ]
+    if protected:
+        held.insert(1, f"changes a file matching {', '.join(protected)} ([gate] protected)")
+    return held
 
 
 @dataclass(frozen=True)

@@ -47,6 +47,28 @@ RESUME_REF = "refs/soda/questions/{}"
 """Where a waiting task's work so far is kept, by question id."""
 NOT_RUN = "not run: your work paused for a question to the person; call it again if needed"
 
+ORIENT_ASK = (
+    "Ask the person who owns the spec one question only they can answer: a decision "
+    "the spec leaves open, a fact that is in no file, a step outside the repository. "
+    "Calling it ends this orientation at once: nothing is planned, and the iteration "
+    "stops as STUCK until the person answers; the next orientation starts afresh with "
+    "the answer among its inputs. So look first, ask one clear, self-contained question, "
+    "and never ask what the code, the tests or the claims can tell you. When a person "
+    "is needed but there is no one question to ask, answer with stuck_reason instead."
+)
+"""`ask_human` as ORIENT's agents that plan (planner, orienter) are told it."""
+EXECUTOR_ASK = (
+    "Ask the person a question only they can answer, when your task cannot go on "
+    "without it: a decision the spec and the task leave open, a fact that is in no file. "
+    "Your run pauses (your work so far is kept, the other tasks go on) and resumes from "
+    "this call when the person answers, which may take hours; the answer comes back as "
+    "this tool's result. Ask one clear, self-contained question, and never ask what "
+    "you can find out with your other tools. If the task cannot be done as described "
+    "whatever the answer (it is wrong, or needs work that is missing), call "
+    "cannot_complete instead."
+)
+"""`ask_human` as the executor is told it."""
+
 __all__ = [
     "Question",
     "Resume",
@@ -84,7 +106,9 @@ def waiting_for_answers(db: Database) -> dict[str, str]:
 
 
 def orient_ask_tools(session: Session, it: Iteration) -> list[Tool]:
-    """`ask_human` for ORIENT's agents. Their question ends ORIENT (the iteration
+    """`ask_human` for ORIENT's agents that plan (the verifier and the assessor
+    are not given it: a fast model's question would stop an unattended daemon for
+    what a planner could still do). Their question ends ORIENT (the iteration
     is STUCK until the answer comes, see `asked_orientation`); the next ORIENT
     starts afresh with the answer among its inputs (`person_answers`)."""
 
@@ -103,7 +127,7 @@ def orient_ask_tools(session: Session, it: Iteration) -> list[Tool]:
         notify(session.config, "QUESTION", it.number, reason, it.events)
         return question_id
 
-    return ask_tools(ask, lambda question_id, messages, results, call_id: None)
+    return ask_tools(ask, lambda question_id, messages, results, call_id: None, ORIENT_ASK)
 
 
 def asked_orientation(question: str) -> Orientation:
@@ -120,6 +144,7 @@ def asked_orientation(question: str) -> Orientation:
         iteration_plan=None,
         stuck_reason=f"an ORIENT agent asked: {question} (see `soda status`, then `soda answer`)",
         learnings=[],
+        learning_verdicts=[],
     )
 
 
@@ -180,7 +205,7 @@ def executor_ask_tools(
         )
         questions.keep_conversation(session.db, question_id, dumps(stored))
 
-    return ask_tools(ask, keep)
+    return ask_tools(ask, keep, EXECUTOR_ASK)
 
 
 @dataclass(frozen=True)
@@ -239,6 +264,7 @@ def resume_orientation(session: Session, it: Iteration) -> Orientation | None:
         ),
         stuck_reason=None,
         learnings=[],
+        learning_verdicts=[],
     )
 
 

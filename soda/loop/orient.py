@@ -4,10 +4,14 @@ Two patterns (`[loop] orient_pattern`): `split` runs verifier -> assessor ->
 planner, each a fresh context with its own contract; `single` runs one agent
 that walks the same three steps. Both read the milestone branch through the
 pool's clean checkout of its tip (`Checkouts.view`) with read-only tools, and both end in one
-`Orientation`. A plan that passes its schema but not the semantic checks
-(unknown dependencies, cycles, unknown tasks, more than `[plan] max_tasks`
-tasks) goes back to the agent that made it (planner or orienter) with the
-problems, at most PLAN_REPAIRS times in all, then HALTs with the last problems.
+`Orientation`. The agents that plan (planner, orienter) are also told the
+test command, the changes the gate holds for a person and the approval
+threshold (`tests_and_merges`), and may ask the person (`ask_human`, which ends
+ORIENT); the verifier and the assessor may not ask. A plan that passes its
+schema but not the semantic checks (unknown dependencies, cycles, unknown
+tasks, more than `[plan] max_tasks` tasks) goes back to the agent that made it
+(planner or orienter) with the problems, at most PLAN_REPAIRS times in all,
+then HALTs with the last problems.
 Applying the result (task updates, new tasks, learnings, plan tasks made into
 Trace tasks) is `apply_orientation`.
 """
@@ -34,6 +38,7 @@ from soda.loop.asking import (
     waiting_for_answers,
 )
 from soda.loop.context import Iteration
+from soda.loop.rules_text import tests_and_merges
 from soda.loop.session import Session
 from soda.repo.workspace import branch_head
 from soda.store import learnings
@@ -57,20 +62,26 @@ def orient(session: Session, it: Iteration, claims: Claims) -> Orientation:
     tip = branch_head(session.repo, session.milestone.branch)
     path = session.checkouts.view(tip)
     sandbox = Sandbox(path)
-    tools = read_only_tools(
+    checking = read_only_tools(
         sandbox,
         repo_map_tokens=session.config.context.repo_map_tokens,
         tests=(lambda: _tip_tests(session, tip), tip),
-    ).extended(orient_ask_tools(session, it))  # ask_human: ORIENT stops for the answer
+    )
+    # ask_human: ORIENT stops for the answer. Only for the agents that plan.
+    planning = checking.extended(orient_ask_tools(session, it))
     inputs = {"spec": session.spec_text(), "claims": claims, **person_answers(session.db)}
     known = {task.id for task in session.tracker.list()}
     choice = planning_mode.choose(session, it, claims)  # [loop] planning: a DAG or one task
-    for_planner = {**choice.planner_inputs(), **waiting_for_answers(session.db)}
+    for_planner = {
+        "tests_and_merges": tests_and_merges(session.config, "planner"),
+        **choice.planner_inputs(),
+        **waiting_for_answers(session.db),
+    }
     try:
         if session.config.loop.orient_pattern == "single":
-            orientation = _single(session, it, {**inputs, **for_planner}, tools, known)
+            orientation = _single(session, it, {**inputs, **for_planner}, planning, known)
         else:
-            orientation = _split(session, it, inputs, tools, known, for_planner)
+            orientation = _split(session, it, inputs, (checking, planning), known, for_planner)
     except Suspended as asked:
         return asked_orientation(str(asked))
     return planning_mode.shape(it, orientation, choice)
@@ -93,14 +104,17 @@ def _split(
     session: Session,
     it: Iteration,
     inputs: Inputs,
-    tools: Toolset,
+    tools: tuple[Toolset, Toolset],
     known: set[int],
     for_planner: Inputs,
 ) -> Orientation:
+    """Verifier, assessor, then planner. `tools`: the checking agents' (no
+    ask_human), then the planner's."""
     run = it.runner.run
-    verification = run(load_agent("verifier", Verification), inputs, tools).value
+    checking, planning_tools = tools
+    verification = run(load_agent("verifier", Verification), inputs, checking).value
     inputs = {**inputs, "verification": verification}
-    assessment = run(load_agent("assessor", Assessment), inputs, tools).value
+    assessment = run(load_agent("assessor", Assessment), inputs, checking).value
     if assessment.spec_satisfied is True:
         planning = Planning(
             actionable_work_exists=False,
@@ -111,7 +125,7 @@ def _split(
         )
     else:
         planning = _plan(
-            session, it, {**inputs, "assessment": assessment, **for_planner}, tools, known
+            session, it, {**inputs, "assessment": assessment, **for_planner}, planning_tools, known
         )
     return Orientation(
         spec_satisfied=assessment.spec_satisfied,
@@ -192,7 +206,7 @@ def apply_orientation(session: Session, it: Iteration, orientation: Orientation)
         tracker.create(
             task.title,
             task.description,
-            parent_id=task.parent_id or root,
+            parent_id=root,
             risk=task.risk,
             author="orient",
             iteration_id=iteration_id,

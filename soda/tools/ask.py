@@ -1,6 +1,10 @@
 """`ask_human`: an agent asks the person a question and its run waits for the
 answer.
 
+What the question does to the run differs by role (an executor's task pauses;
+an ORIENT agent's question ends ORIENT), so the caller gives the description
+the model reads (`soda.loop.asking`); ASK_HUMAN's is the generic one.
+
 The tool stores the question through `ask` (which also announces it) and
 suspends the run (`soda.tools.toolbox.Suspended`); the runner hands `keep` the
 conversation so far, so the run can go on later with the person's answer as
@@ -10,6 +14,7 @@ this call's result instead of starting again.
 from __future__ import annotations
 
 from collections.abc import Callable
+from dataclasses import replace
 from typing import Any
 
 from soda.llm.base import Message, ToolResult, ToolSpec
@@ -41,7 +46,10 @@ ASK_HUMAN = ToolSpec(
 )
 
 
-def ask_tools(ask: Ask, keep: Keep) -> list[Tool]:
+def ask_tools(ask: Ask, keep: Keep, description: str | None = None) -> list[Tool]:
+    """`ask_human`, described by `description` (default ASK_HUMAN's)."""
+    spec = ASK_HUMAN if description is None else replace(ASK_HUMAN, description=description)
+
     def handler(arguments: dict[str, Any]) -> str:
         question = " ".join(str(arguments["question"]).split())
         if not question:
@@ -54,4 +62,4 @@ def ask_tools(ask: Ask, keep: Keep) -> list[Tool]:
             lambda messages, results, call_id: keep(question_id, messages, results, call_id),
         )
 
-    return [Tool(ASK_HUMAN, handler)]
+    return [Tool(spec, handler)]

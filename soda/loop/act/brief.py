@@ -6,9 +6,17 @@ overrides in force (what they said in this and the last few iterations, and
 what they said since that nobody has read yet); the task's own history in Trace
 (its state, why it is blocked, its comments); the active learnings (all of
 them, newest first, capped: deciding which concern the task would cost a model
-call); and the milestone's tests before the change. The order is stable first
-(spec, guidance, learnings, plan), then what is this task's own, so the prompt
-prefix stays cacheable across the tasks of an iteration.
+call); the test command, the changes the gate holds for a person and the
+approval threshold (`rules_text`); and the milestone's tests before the change.
+The order is stable first (spec, tests and merges, guidance, learnings, plan),
+then what is this task's own, so the prompt prefix stays cacheable across the
+tasks of an iteration.
+
+Each task is shown with one id, its Trace task id (the id the executor's answer
+uses for comments and subtasks; the plan's own keys are ORIENT's business). The
+plan lists the tasks by id and title only, and the task's description is in its
+own section alone: a retry's rewritten description is the only one the executor
+sees.
 """
 
 from __future__ import annotations
@@ -21,6 +29,7 @@ from soda.contracts.outcomes import TaskStatus
 from soda.errors import InputError
 from soda.gate.runner import TestReport
 from soda.human.write import describe
+from soda.loop.rules_text import tests_and_merges
 from soda.loop.session import Session
 from soda.store import human_inputs, learnings
 
@@ -48,19 +57,47 @@ def executor_inputs(
     `notes`: what this attempt must know (dependencies that did not finish, why
     the task runs again); `history`: the task's Trace history as read when it
     started (default: read now)."""
-    task_input: dict[str, Any] = task.model_dump(mode="json")
+    task_input: dict[str, Any] = {
+        "id": task_ref(task),
+        "title": task.title,
+        "description": task.description,
+        "risk": task.risk,
+        "tool_hints": task.tool_hints,
+    }
     if notes:
         task_input["notes"] = notes
     return {
         "spec": session.spec_text(),
+        "tests_and_merges": tests_and_merges(session.config, "executor"),
         "guidance": guidance(session, number),
         "learnings": learnings.active(session.db, session.config.context.max_learnings)
         or "(none yet)",
-        "plan": plan,
+        "plan": plan_text(plan),
         "task": task_input,
         "task_history": task_history(session, task) if history is None else history,
         "baseline": f"{baseline.summary()}\n\n{baseline.output[-BASELINE_TAIL:]}",
     }
+
+
+def task_ref(task: PlanTask) -> int | str:
+    """The one id the executor sees for a task: its Trace task id (its plan key
+    only for a task not yet bound to Trace, which ACT does not normally run)."""
+    return task.task_id if task.task_id is not None else task.id
+
+
+def plan_text(plan: IterationPlan) -> str:
+    """The iteration plan as the executor reads it: intent, approach, and each task
+    by id and title with its dependencies (the same text for every task and every
+    attempt of the iteration: the cacheable part)."""
+    refs = {task.id: task_ref(task) for task in plan.tasks}
+    lines = [f"intent: {plan.intent}", f"approach: {plan.approach}", "tasks:"]
+    for task in plan.tasks:
+        after = ", ".join(f"#{refs.get(dep, dep)}" for dep in task.depends_on)
+        lines.append(
+            f"- #{refs[task.id]} {task.title} [risk {task.risk}]"
+            + (f" (after {after})" if after else "")
+        )
+    return "\n".join(lines)
 
 
 def guidance(session: Session, number: int) -> str:

@@ -201,6 +201,7 @@ class PlanRun:
                 session.config.act.output_limit,
                 jail=session.jail,
                 repo_map_tokens=session.config.context.repo_map_tokens,
+                config=session.config,  # run_tests: the project's test command, here
             ).extended(executor_ask_tools(session, self.it, task, ws))  # ask_human: suspends
             inputs = executor_inputs(
                 session, self.it.number, self.plan, task, self.baseline, notes,
