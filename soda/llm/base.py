@@ -212,9 +212,10 @@ def safe_response(response: ModelResponse) -> ModelResponse:
         text=without_surrogates(response.text),
         tool_calls=[
             ToolCall(
-                *without_surrogates([call.id, call.name]),
-                without_surrogates(call.input),
-                without_surrogates(call.unreadable),
+                id=without_surrogates(call.id),
+                name=without_surrogates(call.name),
+                input=without_surrogates(call.input),
+                unreadable=without_surrogates(call.unreadable),
             )
             for call in response.tool_calls
         ],
