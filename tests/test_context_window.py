@@ -24,8 +24,8 @@ from soda.errors import ContextTooSmall, MaxTokensTooLarge, PromptTooLong
 from soda.events import Events
 from soda.llm.anthropic import AnthropicModel
 from soda.llm.base import Message, ModelRequest, ToolSpec
-from soda.llm.openai_compat import OpenAICompatModel, context_refusal
-from soda.llm.windows import DEFAULT_CONTEXT_WINDOW, context_window, known_window
+from soda.llm.openai_compat import OpenAICompatModel
+from soda.llm.windows import DEFAULT_CONTEXT_WINDOW, context_refusal, context_window, known_window
 from soda.store import Database, open_db
 from tests.conftest import soda
 from tests.fakeapi import FakeAPI, bad_request, prompt_too_long, tool_use_response

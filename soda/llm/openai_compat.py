@@ -31,9 +31,7 @@ from soda.config import ModelConfig
 from soda.errors import (
     ConfigError,
     CredentialsError,
-    MaxTokensTooLarge,
     ModelStopped,
-    PromptTooLong,
     StructuralError,
 )
 from soda.llm.base import (
@@ -47,32 +45,11 @@ from soda.llm.base import (
     has_lone_surrogates,
 )
 from soda.llm.retry import RetryableError, call_with_retries
+from soda.llm.windows import context_refusal
 
 ANSWER_CALL_ID = "answer"
 RETRYABLE_STATUS = frozenset({408, 409, 429})
 """Besides every 5xx: timeout, conflict, rate limit."""
-CONTEXT_EXCEEDED = re.compile(
-    r"context[ _]length|maximum context|context (size|window)|prompt is too long|too many tokens",
-    re.IGNORECASE,
-)
-"""How OpenAI, vLLM, llama.cpp and gateways word a prompt past the context window."""
-REQUESTED = re.compile(
-    r"maximum context length is (\d+) tokens.*?(\d+) in the messages, (\d+) in the completion",
-    re.IGNORECASE | re.DOTALL,
-)
-"""vLLM (and OpenAI of old): the window, then what the prompt and max_tokens took."""
-INPUT_TOKENS = re.compile(
-    r"maximum context length is (\d+) tokens and your request has (\d+) input tokens",
-    re.IGNORECASE,
-)
-"""Newer vLLM, for a max_tokens too large for the room the prompt leaves."""
-AT_MOST = re.compile(r"supports at most (\d+) completion tokens", re.IGNORECASE)
-"""OpenAI, for a max_tokens above the model's output limit."""
-MAX_TOKENS_REFUSED = re.compile(
-    r"max_(completion_)?tokens\W.{0,60}(too large|too high|does not fit|exceed)",
-    re.IGNORECASE | re.DOTALL,
-)
-"""Any other wording that blames max_tokens rather than the prompt."""
 REASONING_MODEL = re.compile(r"^(o[134]\b|gpt-?5)")
 """OpenAI's reasoning models, which take max_completion_tokens instead of max_tokens."""
 CHARS_PER_TOKEN = 4
@@ -168,31 +145,6 @@ class OpenAICompatModel:
             if refused is not None:
                 return refused
         return StructuralError(f"the model server rejected the request (HTTP {status}): {message}")
-
-
-def context_refusal(status: int, message: str) -> Exception | None:
-    """A refusal for length, told apart: the prompt itself past the window
-    (PromptTooLong), or a prompt that fits with no room left for max_tokens
-    (MaxTokensTooLarge, with the room when the server says); None otherwise."""
-    said = f"(HTTP {status}): {message}"
-    too_long = PromptTooLong(f"the model server refused a prompt too long {said}")
-
-    def no_room(room: int | None) -> MaxTokensTooLarge:
-        return MaxTokensTooLarge(f"the model server found no room for max_tokens {said}", room)
-
-    for pattern in (REQUESTED, INPUT_TOKENS):
-        found = pattern.search(message)
-        if found is not None:
-            window, prompt = int(found.group(1)), int(found.group(2))
-            return no_room(window - prompt) if prompt < window else too_long
-    at_most = AT_MOST.search(message)
-    if at_most is not None:
-        return no_room(int(at_most.group(1)))
-    if MAX_TOKENS_REFUSED.search(message):
-        return no_room(None)
-    if CONTEXT_EXCEEDED.search(message):
-        return too_long
-    return None
 
 
 def _answers_as_json(request: ModelRequest) -> bool:

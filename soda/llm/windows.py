@@ -11,6 +11,11 @@ refusing it, so guessing high is the costly mistake).
 The table describes the models, not the servers: a local server may give a
 model less than its native window (Ollama's num_ctx, vLLM's --max-model-len,
 llama.cpp's --ctx-size), and then the setting must say what the server gives.
+
+Servers that refuse a request for its length word it in many ways;
+`context_refusal` tells a prompt past the window (PromptTooLong) from a prompt
+that fits with no room left for max_tokens (MaxTokensTooLarge: vLLM counts
+max_tokens inside the window).
 """
 
 from __future__ import annotations
@@ -20,6 +25,7 @@ from dataclasses import dataclass
 from typing import Literal
 
 from soda.config import ModelConfig
+from soda.errors import MaxTokensTooLarge, PromptTooLong
 
 DEFAULT_CONTEXT_WINDOW = 8192
 """Tokens assumed for a model soda does not know: what the smallest useful local
@@ -82,3 +88,52 @@ def context_window(config: ModelConfig, tier: Tier) -> Window:
         f"soda's default for a model it does not know ({model})",
         setting,
     )
+
+
+CONTEXT_EXCEEDED = re.compile(
+    r"context[ _]length|maximum context|context (size|window)|prompt is too long|too many tokens",
+    re.IGNORECASE,
+)
+"""How OpenAI, vLLM, llama.cpp and gateways word a prompt past the context window."""
+REQUESTED = re.compile(
+    r"maximum context length is (\d+) tokens.*?(\d+) in the messages, (\d+) in the completion",
+    re.IGNORECASE | re.DOTALL,
+)
+"""vLLM (and OpenAI of old): the window, then what the prompt and max_tokens took."""
+INPUT_TOKENS = re.compile(
+    r"maximum context length is (\d+) tokens and your request has (\d+) input tokens",
+    re.IGNORECASE,
+)
+"""Newer vLLM, for a max_tokens too large for the room the prompt leaves."""
+AT_MOST = re.compile(r"supports at most (\d+) completion tokens", re.IGNORECASE)
+"""OpenAI, for a max_tokens above the model's output limit."""
+MAX_TOKENS_REFUSED = re.compile(
+    r"max_(completion_)?tokens\W.{0,60}(too large|too high|does not fit|exceed)",
+    re.IGNORECASE | re.DOTALL,
+)
+"""Any other wording that blames max_tokens rather than the prompt."""
+
+
+def context_refusal(status: int, message: str) -> Exception | None:
+    """A refusal for length, told apart: the prompt itself past the window
+    (PromptTooLong), or a prompt that fits with no room left for max_tokens
+    (MaxTokensTooLarge, with the room when the server says); None otherwise."""
+    said = f"(HTTP {status}): {message}"
+    too_long = PromptTooLong(f"the model server refused a prompt too long {said}")
+
+    def no_room(room: int | None) -> MaxTokensTooLarge:
+        return MaxTokensTooLarge(f"the model server found no room for max_tokens {said}", room)
+
+    for pattern in (REQUESTED, INPUT_TOKENS):
+        found = pattern.search(message)
+        if found is not None:
+            window, prompt = int(found.group(1)), int(found.group(2))
+            return no_room(window - prompt) if prompt < window else too_long
+    at_most = AT_MOST.search(message)
+    if at_most is not None:
+        return no_room(int(at_most.group(1)))
+    if MAX_TOKENS_REFUSED.search(message):
+        return no_room(None)
+    if CONTEXT_EXCEEDED.search(message):
+        return too_long
+    return None
