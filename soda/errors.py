@@ -5,7 +5,9 @@
     │   ├── ConfigError        soda.toml is missing, malformed or names a missing file
     │   ├── InputError         a command argument or inbox file is malformed
     │   ├── NotAGitRepository  soda was pointed at a directory outside git
-    │   └── CredentialsError   the provider refused the API key (401/403)
+    │   ├── CredentialsError   the provider refused the API key (401/403)
+    │   └── ContextTooSmall    an agent's first request does not fit the model's context
+    │                          window (model.context_window), or the server cut it silently
     ├── BudgetExhausted        a [budget] limit was passed: the run stops as STUCK (exit 3)
     ├── Interrupted            a signal asked soda to stop; raised at the next safe point
     │                          (and by a command the stop killed: its result is no result)
@@ -16,10 +18,14 @@
     │                          call, prompt too long) outlasted the one second chance the
     │                          runtime gives it; an executor's ends its task as given up
     └── StructuralError        the system itself is wrong; the loop HALTs and records why (exit 4)
-        ├── ContractViolation  an agent's answer broke its JSON Schema contract
-        ├── ModelStopped       the model refused, or its structured answer is not JSON
+        ├── ContractViolation  an agent's answer broke its JSON Schema contract twice in
+        │                      one run (the first slip goes back to the model)
+        ├── ModelStopped       the model refused, or wrote arguments that are not JSON
+        │                      twice in one run (the first slip goes back to the model)
         ├── PromptTooLong      the provider refused a conversation longer than the model's
         │                      context (the runtime condenses and asks again, once)
+        ├── MaxTokensTooLarge  the prompt fits but the prompt and max_tokens together do
+        │                      not (vLLM); the runtime lowers max_tokens and asks again
         ├── ScriptError        the scripted provider ran out or was asked something unplanned
         ├── DatabaseTooNew     state/soda.db was written by a newer soda
         └── GitError           a git operation failed in a way soda cannot route around
@@ -75,6 +81,15 @@ class NotAGitRepository(UserError):
 
 class CredentialsError(UserError):
     """The model provider rejected the API key (401/403). Retrying cannot help."""
+
+
+class ContextTooSmall(UserError):
+    """An agent's first request cannot fit the model's context window: soda's
+    estimate says so before sending, or the server refused it as too long, or the
+    server counted far fewer prompt tokens than were sent (it cut the prompt
+    silently, as Ollama does past its num_ctx). Nothing is left to condense on a
+    first request and retrying sends the same one, so a person must give the model
+    a larger window (and say so in model.context_window). Exit code 2."""
 
 
 class BudgetExhausted(SodaError):
@@ -136,8 +151,9 @@ class Violation:
 
 
 class ContractViolation(StructuralError):
-    """An agent's structured answer failed validation. Carries the raw output so
-    the halt record shows exactly what the model said."""
+    """An agent's structured answer failed validation a second time in one run (the
+    first violation goes back to the model with its path and rule). Carries the
+    raw output so the halt record shows exactly what the model said."""
 
     def __init__(self, violation: Violation, raw: Any = None, agent: str | None = None) -> None:
         self.violation = violation
@@ -148,8 +164,10 @@ class ContractViolation(StructuralError):
 
 
 class ModelStopped(StructuralError):
-    """The model stopped without a usable answer: a refusal, or a structured answer
-    that is not JSON. (Running out of turns or tokens is ordinary: see ModelGaveUp.)"""
+    """The model stopped without a usable answer: a refusal, or tool arguments (the
+    structured answer included) that are not JSON a second time in one agent run
+    (the first time goes back to the model). Running out of turns or tokens is
+    ordinary: see ModelGaveUp."""
 
     def __init__(self, reason: str, message: str, raw: Any = None) -> None:
         self.reason = reason
@@ -161,6 +179,19 @@ class PromptTooLong(StructuralError):
     """The provider refused the request because the conversation exceeds the model's
     context window. The runtime condenses older tool results and asks once more;
     only a caller without that recourse sees this as structural."""
+
+
+class MaxTokensTooLarge(StructuralError):
+    """The server refused a request whose prompt fits its context window but whose
+    prompt and max_tokens together do not (vLLM counts max_tokens inside the
+    window: "you requested N tokens ... M in the completion"). Not a prompt too
+    long: the runtime lowers max_tokens to the room left and asks again; only a
+    caller without that recourse sees this as structural."""
+
+    def __init__(self, message: str, room: int | None = None) -> None:
+        self.room = room
+        """Tokens the server says are left for the answer, when it says."""
+        super().__init__(message)
 
 
 class ScriptError(StructuralError):

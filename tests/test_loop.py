@@ -68,7 +68,7 @@ def test_contract_violation_halts_with_the_path(tmp_path: Path) -> None:
         "verifier",
         {"checks": [], "task_updates": [], "learnings": [], "summary": 42, "learning_verdicts": []},
     )
-    root = project(tmp_path, [bad])
+    root = project(tmp_path, [bad, bad])  # the first goes back to the model; a repeat halts
     result, _, session = run(root)
     assert result.ending is Ending.HALT
     halt = next(iter(session.db["halts"].rows))

@@ -103,7 +103,7 @@ def test_full_demo_through_the_real_client(root: Path, fake_api: FakeAPI) -> Non
     request = fake_api.requests[0].body
     assert request["system"][-1]["cache_control"] == {"type": "ephemeral"}
     assert request["tools"][-1]["cache_control"] == {"type": "ephemeral"}
-    assert request["tool_choice"] == {"type": "any"}
+    assert request["tool_choice"] == {"type": "auto"}  # the demo's prose before its calls
     show = subprocess.run(
         [sys.executable, "-m", "soda", "show", "1"], cwd=root, capture_output=True, text=True
     )
@@ -154,7 +154,8 @@ def test_schema_violating_answer_halts_with_the_path(root: Path, fake_api: FakeA
         "summary": "s",
         "learning_verdicts": [],
     }
-    fake_api.enqueue(tool_use_response("submit", bad, tokens=TOKENS))
+    # The first broken answer goes back to the model; the repeat halts.
+    fake_api.enqueue(*[tool_use_response("submit", bad, tokens=TOKENS)] * 2)
     result, session = run(root)
     assert result.ending is Ending.HALT
     halt = next(iter(session.db["halts"].rows))

@@ -320,8 +320,8 @@ def test_a_broken_answer_in_one_task_stops_the_others_and_is_what_act_raises(
         turns.append(key)
         if first_turn(request):
             started.wait()
-            if key == "b":  # the second task of the plan: its error, not a's stop, is raised
-                return submit({"summary": 42})  # breaks the contract: a HALT
+        if key == "b":  # the second task of the plan: its error, not a's stop, is raised
+            return submit({"summary": 42})  # breaks the contract, again: a HALT
         wait_for(lambda: "b" in turns, DEADLINE_S, "b's answer")
         time.sleep(0.05)  # the model's latency
         return call("list_files", path=".")

@@ -93,7 +93,8 @@ def test_missing_input_is_structural() -> None:
 
 def test_schema_violation_raises_with_path_and_raw(setup) -> None:
     _, make = setup
-    _, runner, _ = make([submit({**ASSESSMENT, "confidence": "certain"})])
+    bad = submit({**ASSESSMENT, "confidence": "certain"})
+    _, runner, _ = make([bad, bad])  # the first slip goes back to the model; a repeat halts
     with pytest.raises(ContractViolation) as info:
         runner.run(load_agent("assessor"), INPUTS, None)
     assert info.value.violation.path == "$.confidence"
@@ -224,5 +225,6 @@ def test_each_run_is_framed_by_agent_start_and_agent_end(setup) -> None:
         ("agent.start", {"agent": "executor", "tier": "strong", "model": "big"}),
         ("agent.end", {"agent": "executor", "turns": 1, "outcome": "gave_up"}),
         ("agent.start", {"agent": "verifier", "tier": "fast", "model": "small"}),
-        ("agent.end", {"agent": "verifier", "turns": 2, "outcome": "error"}),
+        # Turn 2's broken answer went back to the model; turn 3's repeat ended the run.
+        ("agent.end", {"agent": "verifier", "turns": 3, "outcome": "error"}),
     ]

@@ -23,7 +23,7 @@ from soda.agent.runtime import AgentRunner
 from soda.cli.demo import prepare
 from soda.config import Config, ModelConfig, load
 from soda.contracts import Assessment
-from soda.errors import ModelGaveUp, StructuralError, TransientError
+from soda.errors import ContextTooSmall, ModelGaveUp, StructuralError, TransientError
 from soda.events import Events
 from soda.llm.anthropic import AnthropicModel
 from soda.llm.base import ToolSpec, raised_limit
@@ -255,14 +255,17 @@ def test_prompt_too_long_twice_is_an_ordinary_failure(setup, fake_api: FakeAPI) 
     assert len(fake_api.requests) == 4
 
 
-def test_prompt_too_long_with_nothing_to_condense_gives_up_at_once(
+def test_prompt_too_long_with_nothing_to_condense_is_the_persons_to_fix(
     setup, fake_api: FakeAPI
 ) -> None:
+    """A first request refused as too long has nothing to condense and would be
+    refused again: a user error naming the setting, not a transient failure."""
     _, make = setup
     fake_api.enqueue(prompt_too_long())
-    with pytest.raises(ModelGaveUp, match="no older tool results to condense") as caught:
+    with pytest.raises(ContextTooSmall, match="model.context_window") as caught:
         make().run(load_agent("assessor"), ASSESSOR_INPUTS, Tools())
-    assert_ordinary(caught.value, "prompt_too_long")
+    assert caught.value.exit_code == 2
+    assert len(fake_api.requests) == 1
 
 
 # Lone surrogates never reach SQLite or JSON

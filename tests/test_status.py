@@ -65,7 +65,7 @@ def test_status_shows_the_last_halt_pause_and_rejected_files(tmp_path: Path) -> 
         "verifier",
         {"checks": [], "task_updates": [], "learnings": [], "summary": 42, "learning_verdicts": []},
     )
-    root = scripted_project(tmp_path / "project", [bad])
+    root = scripted_project(tmp_path / "project", [bad, bad])  # a repeated slip halts
     assert soda("run", "--once", cwd=root).returncode == 4  # HALT: a contract violation
     assert soda("pause", cwd=root).returncode == 0
     inbox = root / "state" / "inbox"

@@ -118,9 +118,9 @@ def terminal_tools(agent: Agent[Contract]) -> list[ToolSpec]:
         ToolSpec(
             name=SUBMIT,
             description=(
-                f"Give your final answer ({agent.contract} contract). "
-                "Call this exactly once, when you are done, alone in its turn after your "
-                "other calls have returned; it ends your work."
+                f"Give your final answer ({agent.contract} contract), once, when you are "
+                "done. Other calls in the same turn run first; if one of them fails, the "
+                "answer is not taken and you go on."
             ),
             input_schema=schema,
         )

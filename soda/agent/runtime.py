@@ -2,30 +2,30 @@
 
 An agent is data (see `agents/*.md`): a name, a system prompt, an output
 contract, a tool set and a model tier. `AgentRunner.run` offers the agent's
-tools plus the terminal `submit` tool (whose input schema is the contract), feeds
-tool results back until the model submits, and validates the submission against
-the contract. A violation is structural: it raises ContractViolation and is never
-retried, because a model that could not follow the contract once is a prompt or
-schema problem for a person to look at. Every model call is handed to a
+tools plus the terminal `submit` tool (whose input schema is the contract), and
+hands the turns to `soda.agent.turns` (tool choice, the order of a turn's calls,
+the second chances for schema slips, condensing) until the model submits an
+answer that passes the contract. Every model call is handed to a
 `CallRecorder`, which stores it in `agent_calls` and enforces the budget.
 
-A real model's ordinary failures go back to it, once each (events
-`agent.soft_failure`), and only a second failure gives up (`ModelGaveUp`, never
-a HALT; an executor's task ends as given up instead):
+The model call itself (`_ask`) has the second chances of a request (events
+`agent.soft_failure`); a second failure gives up (`ModelGaveUp`, never a HALT;
+an executor's task ends as given up instead):
 
-- out of turns (model.max_turns): one last turn asks for the answer alone;
 - cut off at max_tokens with no whole tool call: the call is made again with the
-  limit doubled, up to the model's maximum, and the raised limit holds for the
-  rest of the run;
-- a turn without a tool call: the model is told to call one;
+  limit doubled (up to the model's maximum and the window's room), and the
+  raised limit holds for the rest of the run;
 - a prompt past the context window: older tool results become one-line notes
-  (what was called, how long the result was) and the call is made again.
+  (what was called, how long the result was) and the call is made again;
+- a prompt that fits but leaves no room for max_tokens (vLLM): max_tokens is
+  lowered to the room the server reports and the call is made again.
 
-Context stays bounded (`[context]`): every tool result is clipped to
-`tool_result_chars` (head and tail, with a note of the cut), and once an
-executor session's estimated size passes `executor_session_tokens` its older
-tool results become one-line summaries, the latest KEEP_WHOLE kept whole (event
-`agent.condensed`). Each run is framed by `agent.start` and `agent.end` events.
+What each agent may spend comes from its model's context window
+(`soda.agent.limits`): the answer budget, the tool-result size and the
+condensing budget. A first request that cannot fit the window, by soda's
+estimate before it is sent or by the server's refusal, is a person's to fix
+(`ContextTooSmall`, exit 2, naming model.context_window), never a failure to
+retry. Each run is framed by `agent.start` and `agent.end` events.
 
 Typed: an `Agent[Verification]` (see `load_agent`) runs to an
 `Answer[Verification]`, its output validated into the agent's own model.
@@ -35,96 +35,32 @@ from __future__ import annotations
 
 import copy
 from collections.abc import Callable
-from dataclasses import dataclass, replace
-from typing import Any, Generic, Protocol
+from typing import Any
 
-from soda.agent.condense import condense, estimated_tokens, history_size
-from soda.agent.definition import GIVE_UP, SUBMIT, Agent, OutputT, T, first_message, terminal_tools
-from soda.config import Config, LiveConfig
-from soda.contracts import Contract, validate
-from soda.errors import (
-    ContractViolation,
-    Interrupted,
-    ModelGaveUp,
-    PromptTooLong,
-    StructuralError,
-    Violation,
+from soda.agent.condense import condense, history_size
+from soda.agent.definition import SUBMIT, Agent, T, first_message, terminal_tools
+from soda.agent.limits import MIN_ANSWER_TOKENS, Limits, limits_for, request_tokens
+from soda.agent.turns import (
+    KEEP_WHOLE,
+    Answer,
+    Conversation,
+    Recorder,
+    Toolset,
+    Turns,
+    last_turn_prompt,
 )
+from soda.config import Config, LiveConfig
+from soda.errors import Interrupted, MaxTokensTooLarge, ModelGaveUp, PromptTooLong
 from soda.llm.base import (
     Message,
     Model,
     ModelRequest,
     ModelResponse,
-    ToolResult,
-    ToolSpec,
     raised_limit,
     safe_response,
 )
-from soda.tools.toolbox import Suspended, clip_result
 
-KEEP_WHOLE = 3
-"""Messages of tool results, the latest ones, that condensing for the session
-budget leaves whole: what the model is working on right now."""
-NO_TOOL_CALL = (
-    "You ended your turn without calling a tool. Every turn must be a tool call: "
-    "keep working with your tools, or call `submit` with your final answer."
-)
-
-
-class Toolset(Protocol):
-    """What the runner needs from a toolbox (see soda.tools)."""
-
-    def specs(self) -> list[ToolSpec]: ...
-
-    def call(self, name: str, arguments: dict[str, Any]) -> Any: ...
-
-
-class Recorder(Protocol):
-    def __call__(
-        self, agent: str, response: ModelResponse, turn: int, request: ModelRequest | None = None
-    ) -> None:
-        """Record one call (and, with `model.log_requests`, what it was sent)."""
-
-    def note(self, agent: str, failure: str, data: dict[str, Any]) -> None:
-        """A soft failure handed back to the model (see the module docstring)."""
-
-    def event(self, kind: str, data: dict[str, Any]) -> None:
-        """An agent run's own event: `agent.start`, `agent.end` (the live view),
-        `agent.condensed`."""
-
-
-@dataclass(frozen=True)
-class Answer(Generic[OutputT]):
-    """What an agent run produced: a validated output, or the reason it gave up."""
-
-    output: OutputT | None
-    """None when the agent gave up, which only one that may give up (the
-    executor) can do: any other's run answers or raises."""
-    gave_up: str | None
-    turns: int
-
-    @property
-    def value(self) -> OutputT:
-        """The output of an agent that answered; StructuralError if it gave up
-        (a caller's mistake: check `output` for an agent that may give up)."""
-        if self.output is None:
-            raise StructuralError(f"an answer was expected, but the agent gave up: {self.gave_up}")
-        return self.output
-
-
-@dataclass
-class _Conversation(Generic[T]):
-    """One agent run's moving parts: what is sent on the next turn."""
-
-    agent: Agent[T]
-    model: str
-    tools: list[ToolSpec]
-    messages: list[Message]
-    max_tokens: int
-    turn: int = 0
-    """The turn being asked (for an Answer given up on the way)."""
-    counted: int = 0
-    """Tokens the model counted in its last exchange (prompt and answer)."""
+__all__ = ["KEEP_WHOLE", "AgentRunner", "Answer", "Recorder", "Toolset", "last_turn_prompt"]
 
 
 class AgentRunner:
@@ -147,6 +83,16 @@ class AgentRunner:
         runner.record = record
         return runner
 
+    def limits(self, agent: Agent[Any]) -> Limits:
+        """What `agent` may spend of its model's context window."""
+        return limits_for(self.config, agent.tier, executor=agent.tools == "worktree")
+
+    def overflow(self, agent: Agent[Any], inputs: dict[str, Any], toolbox: Toolset | None) -> int:
+        """Estimated tokens by which the agent's first request with these inputs
+        would pass its model's window (0 or less: it fits)."""
+        tools = (toolbox.specs() if toolbox else []) + terminal_tools(agent)
+        return self.limits(agent).overflow(agent.system, tools, [first_message(agent, inputs)])
+
     def run(
         self,
         agent: Agent[T],
@@ -155,23 +101,33 @@ class AgentRunner:
         resume: list[Message] | None = None,
     ) -> Answer[T]:
         """The agent's validated answer. Raises ContractViolation when the answer
-        breaks the contract, and ModelGaveUp when the model failed twice in an
-        ordinary way; an agent that may give up (the executor) gets an Answer
-        that says so instead."""
-        conversation = _Conversation(
+        breaks the contract twice, ModelGaveUp when the model failed twice in an
+        ordinary way (an agent that may give up, the executor, gets an Answer that
+        says so instead), and ContextTooSmall when the first request cannot fit."""
+        limits = self.limits(agent)
+        conversation = Conversation(
             agent=agent,
             model=self.config.model.strong if agent.tier == "strong" else self.config.model.fast,
             tools=(toolbox.specs() if toolbox else []) + terminal_tools(agent),
             # A run suspended by a tool (`Suspended`) goes on from its conversation.
             messages=list(resume) if resume else [first_message(agent, inputs)],
-            max_tokens=self.config.model.max_tokens,
+            limits=limits,
+            max_tokens=limits.max_tokens,
         )
+        if resume is None:
+            over = limits.overflow(agent.system, conversation.tools, conversation.messages)
+            if over > 0:
+                prompt = limits.window.tokens + over - limits.answer_tokens
+                raise limits.too_small(agent.name, f"is about {prompt:,} tokens long")
         self.record.event(
             "agent.start", {"agent": agent.name, "tier": agent.tier, "model": conversation.model}
         )
         outcome = "error"
         try:
-            answer = self._converse(conversation, toolbox)
+            turns = Turns(
+                conversation, toolbox, self._ask, self.record, self.config.model.max_turns
+            )
+            answer = turns.run()
             outcome = "answered" if answer.output is not None else "gave_up"
             return answer
         except ModelGaveUp as exc:
@@ -184,99 +140,14 @@ class AgentRunner:
                 "agent.end", {"agent": agent.name, "turns": conversation.turn, "outcome": outcome}
             )
 
-    def _converse(self, conversation: _Conversation[T], toolbox: Toolset | None) -> Answer[T]:
-        agent, messages = conversation.agent, conversation.messages
-        max_turns = self.config.model.max_turns
-        reminded = False
-        for turn in range(1, max_turns + 1):
-            response = self._ask(conversation, turn)
-            if not response.tool_calls:
-                if reminded:
-                    raise ModelGaveUp(
-                        "no_tool_call",
-                        f"no tool call: agent {agent.name} ended turn {turn} without calling "
-                        f"a tool, again after being told to (stop_reason {response.stop_reason})",
-                        raw=response.raw,
-                    )
-                reminded = True
-                self.record.note(agent.name, "no_tool_call", {"turn": turn})
-                if response.text:
-                    messages.append(Message(role="assistant", text=response.text))
-                _tell(messages, NO_TOOL_CALL)
-                continue
-            reminded = False
-            messages.append(
-                Message(role="assistant", text=response.text, tool_calls=response.tool_calls)
-            )
-            answer = self._terminal(agent, response, turn)
-            if answer is not None:
-                return answer
-            results: list[ToolResult] = []
-            for call in response.tool_calls:
-                try:
-                    results.append(self._call_tool(toolbox, call.id, call.name, call.input))
-                except Suspended as pause:
-                    pause.keep(list(messages), results, call.id)
-                    raise
-            messages.append(Message(role="user", tool_results=results))
-            if agent.tools == "worktree":
-                self._keep_within_budget(conversation)
-        return self._last_turn(conversation, max_turns)
-
-    def _keep_within_budget(self, conversation: _Conversation[T]) -> None:
-        """Past [context] executor_session_tokens, older tool results become
-        one-line summaries (the latest KEEP_WHOLE stay whole)."""
-        agent, messages = conversation.agent, conversation.messages
-        budget = self.config.context.executor_session_tokens
-        before = estimated_tokens(agent.system, messages, conversation.counted)
-        if before <= budget:
-            return
-        condensed = condense(messages, keep=KEEP_WHOLE)
-        if condensed is None:
-            return
-        shorter, replaced = condensed
-        messages[:] = shorter
-        # The model's count was of the longer history; the next answer recounts.
-        conversation.counted = 0
-        self.record.event(
-            "agent.condensed",
-            {
-                "agent": agent.name,
-                "turn": conversation.turn,
-                "budget_tokens": budget,
-                "tokens_before": before,
-                "tokens_after": estimated_tokens(agent.system, messages),
-                "results_condensed": replaced,
-            },
-        )
-
-    def _last_turn(self, conversation: _Conversation[T], max_turns: int) -> Answer[T]:
-        """Out of turns: one more, in which only the answer (or giving up) counts."""
-        agent = conversation.agent
-        allowed = (SUBMIT, GIVE_UP) if agent.can_give_up else (SUBMIT,)
-        self.record.note(agent.name, "turn_limit", {"turn": max_turns})
-        _tell(conversation.messages, last_turn_prompt(agent, max_turns))
-        response = self._ask(conversation, max_turns + 1, must_call=allowed)
-        answer = self._terminal(agent, response, max_turns + 1)
-        if answer is not None and answer.gave_up is not None:
-            answer = replace(answer, gave_up=f"turn limit ({max_turns} turns): {answer.gave_up}")
-        if answer is not None:
-            return answer
-        raise ModelGaveUp(
-            "turn_limit",
-            f"turn limit: agent {agent.name} did not submit within {max_turns} turns "
-            "(model.max_turns), nor on one last turn that asked only for its answer",
-            raw=response.raw,
-        )
-
     def _ask(
-        self, conversation: _Conversation[T], turn: int, must_call: tuple[str, ...] = ()
+        self, conversation: Conversation[Any], turn: int, must_call: tuple[str, ...] = ()
     ) -> ModelResponse:
-        """One turn's model call, recorded, with its two second chances: a
-        condensed history for a prompt too long, a higher limit for an answer cut
-        off at max_tokens."""
-        agent = conversation.agent
-        condensed = raised = False
+        """One turn's model call, recorded, with its second chances: a condensed
+        history for a prompt too long, a lower limit for one that leaves no room
+        for max_tokens, a higher limit for an answer cut off at max_tokens."""
+        agent, limits = conversation.agent, conversation.limits
+        condensed = raised = lowered = False
         while True:
             conversation.turn = turn
             if self.should_stop():
@@ -290,33 +161,29 @@ class AgentRunner:
                 answer_tool=SUBMIT,
                 max_tokens=conversation.max_tokens,
                 must_call=must_call,
+                thinking=0 if must_call else limits.thinking,
                 on_event=self.record.event,
             )
             try:
                 response = self.model.complete(request)
-            except PromptTooLong as exc:
-                shorter = None if condensed else condense(conversation.messages, keep=1)
-                if shorter is None:
-                    why = (
-                        "even with older tool results condensed"
-                        if condensed
-                        else "and has no older tool results to condense"
-                    )
-                    raise ModelGaveUp(
-                        "prompt_too_long",
-                        f"prompt too long: agent {agent.name}'s conversation exceeds the "
-                        f"model's context {why} ({exc})",
-                    ) from exc
+            except MaxTokensTooLarge as exc:
+                room = (exc.room if exc.room is not None else request.max_tokens // 2) - (
+                    request.thinking
+                )
+                if lowered or room < MIN_ANSWER_TOKENS:
+                    self._shorten(conversation, turn, exc, condensed)
+                    condensed = True
+                    continue
                 self.record.note(
                     agent.name,
-                    "prompt_too_long",
-                    {
-                        "turn": turn,
-                        "characters_before": history_size(conversation.messages),
-                        "characters_after": history_size(shorter[0]),
-                    },
+                    "max_tokens_lowered",
+                    {"turn": turn, "max_tokens": conversation.max_tokens, "lowered_to": room},
                 )
-                conversation.messages[:] = shorter[0]
+                conversation.max_tokens = room
+                lowered = True
+                continue
+            except PromptTooLong as exc:
+                self._shorten(conversation, turn, exc, condensed)
                 condensed = True
                 continue
             response = safe_response(response)
@@ -330,7 +197,7 @@ class AgentRunner:
             )
             if response.tool_calls or not response.truncated:
                 return response
-            higher = None if raised else raised_limit(conversation.model, conversation.max_tokens)
+            higher = None if raised else self._higher(conversation)
             if higher is None:
                 why = "again after it was raised" if raised else "the most this model allows"
                 raise ModelGaveUp(
@@ -347,46 +214,53 @@ class AgentRunner:
             conversation.max_tokens = higher
             raised = True
 
-    def _terminal(self, agent: Agent[T], response: ModelResponse, turn: int) -> Answer[T] | None:
-        for call in response.tool_calls:
-            if call.name == GIVE_UP and agent.can_give_up:
-                reason = str(call.input.get("reason", ""))
-                return Answer(output=None, gave_up=reason, turns=turn)
-            if call.name == SUBMIT:
-                result = validate(agent.contract, call.input, agent.output_type)
-                if isinstance(result, Violation):
-                    raise ContractViolation(result, raw=call.input, agent=agent.name)
-                return Answer(output=result, gave_up=None, turns=turn)
-        return None
+    def _shorten(
+        self,
+        conversation: Conversation[Any],
+        turn: int,
+        exc: PromptTooLong | MaxTokensTooLarge,
+        condensed: bool,
+    ) -> None:
+        """A prompt the server refused as too long made shorter, once: its older
+        tool results condensed. A first request has none: that is ContextTooSmall
+        (a person's to fix); a conversation already condensed gives up."""
+        agent, messages = conversation.agent, conversation.messages
+        if not any(message.tool_results for message in messages):
+            raise conversation.limits.too_small(
+                agent.name, f"was refused by the model server as too long ({exc})"
+            ) from exc
+        shorter = None if condensed else condense(messages, keep=1)
+        if shorter is None:
+            why = (
+                "even with older tool results condensed"
+                if condensed
+                else "and has no older tool results to condense"
+            )
+            raise ModelGaveUp(
+                "prompt_too_long",
+                f"prompt too long: agent {agent.name}'s conversation exceeds the "
+                f"model's context {why} ({exc})",
+            ) from exc
+        self.record.note(
+            agent.name,
+            "prompt_too_long",
+            {
+                "turn": turn,
+                "characters_before": history_size(messages),
+                "characters_after": history_size(shorter[0]),
+            },
+        )
+        messages[:] = shorter[0]
 
-    def _call_tool(
-        self, toolbox: Toolset | None, call_id: str, name: str, arguments: dict[str, Any]
-    ) -> ToolResult:
-        if toolbox is None:
-            return ToolResult(call_id, f"unknown tool {name!r}", is_error=True)
-        outcome = toolbox.call(name, arguments)
-        content = clip_result(outcome.content, self.config.context.tool_result_chars)
-        return ToolResult(call_id, content, is_error=outcome.is_error)
-
-
-def last_turn_prompt(agent: Agent[Contract], max_turns: int) -> str:
-    """What the model is told on the turn after its last one."""
-    ask = (
-        "call `submit` now if the task is done, or `cannot_complete` saying what is left"
-        if agent.can_give_up
-        else "call `submit` now with your final answer, from what you have found so far"
-    )
-    return (
-        f"You have used all {max_turns} turns. No other tool will run: {ask}. "
-        "This is your last turn."
-    )
-
-
-def _tell(messages: list[Message], text: str) -> None:
-    """Say `text` to the model after the last message: in the last user turn when
-    there is one (some chat templates refuse two user turns in a row)."""
-    last = messages[-1]
-    if last.role == "user":
-        messages[-1] = replace(last, text=f"{last.text}\n\n{text}" if last.text else text)
-    else:
-        messages.append(Message(role="user", text=text))
+    def _higher(self, conversation: Conversation[Any]) -> int | None:
+        """A raised max_tokens for an answer cut off: doubled, within the model's
+        maximum and the room the window leaves; None when there is no room."""
+        higher = raised_limit(conversation.model, conversation.max_tokens)
+        if higher is None:
+            return None
+        limits = conversation.limits
+        prompt = request_tokens(
+            conversation.agent.system, conversation.tools, conversation.messages
+        )
+        room = limits.window.tokens - limits.thinking - prompt
+        return min(higher, room) if room > conversation.max_tokens else None

@@ -11,6 +11,13 @@ of the base branch's tip, and `imports` says whether the tests imported the
 project from that checkout (an install from elsewhere makes the gate refuse
 every change).
 
+`fit` weighs the largest first request an agent makes (system prompt, tools, the
+spec and room for an iteration's claims, and the answer budget) against its
+model's context window (`model.context_window`, soda's table of known models, or
+its default). With `ping`, a provider whose server may cut a long prompt
+silently (Ollama past its num_ctx) is sent a request of that size, and the
+prompt tokens it counts are compared with what was sent.
+
 A check passes, fails, or passes with a warning (`warn`: soda runs, but gives
 something up the person should know about).
 """
@@ -23,11 +30,16 @@ import shutil
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import git
 
+from soda.agent.condense import CHARS_PER_TOKEN
+from soda.agent.definition import Agent, first_message, load_agent, terminal_tools
+from soda.agent.limits import Limits, limits_for, request_tokens
 from soda.config import Config, find_config, load
-from soda.errors import SodaError
+from soda.config.resources import resource_dir
+from soda.errors import MaxTokensTooLarge, PromptTooLong, SodaError
 from soda.gate import import_failure
 from soda.gate.imports import cannot_import, import_advice, install_hint
 from soda.gate.rules import own_modules
@@ -41,6 +53,16 @@ from soda.store import open_db
 from soda.store.db import journal_mode, migration_count
 from soda.system.jail import Jail
 from soda.system.proc import command_words
+from soda.tools import Sandbox, read_only_tools, worktree_tools
+from soda.tools.ask import ASK_HUMAN
+
+INPUTS_ALLOWANCE = 1500
+"""Tokens allowed, on top of the spec, for what an iteration adds to a first
+message (the claims, a plan and a task, the baseline's output): typical sizes
+measured on real projects run from a few hundred to about 1,000."""
+ROOMY = 0.5
+"""A first request past this share of the window leaves the conversation little
+room: it passes with a warning."""
 
 
 @dataclass(frozen=True)
@@ -79,7 +101,11 @@ def run_checks(directory: Path, ping: bool = False, tests: bool = False) -> list
     ]
     if tests:
         probes.append(("imports", _imports))
-    probes += [("state", _state), ("provider", lambda c: _provider(c, ping))]
+    probes += [
+        ("state", _state),
+        ("provider", lambda c: _provider(c, ping)),
+        ("fit", lambda c: _fit(c, ping)),
+    ]
     for name, probe in probes:
         checks.append(_guarded(name, probe, config))
     return checks
@@ -238,3 +264,132 @@ def _provider(config: Config, ping: bool) -> str:
         )
     )
     return f"{model_config.provider} answered with {response.model} in {response.latency_ms} ms"
+
+
+@dataclass(frozen=True)
+class FirstRequest:
+    agent: str
+    model: str
+    prompt: int
+    """Estimated tokens of the request, the inputs' allowance included."""
+    limits: Limits
+
+    @property
+    def needed(self) -> int:
+        return self.prompt + self.limits.answer_tokens
+
+    @property
+    def share(self) -> float:
+        return self.needed / self.limits.window.tokens
+
+
+def first_requests(config: Config) -> list[FirstRequest]:
+    """Every agent's first request, estimated: system prompt, tools and the spec,
+    with INPUTS_ALLOWANCE for the rest of its inputs."""
+    spec = config.spec_path.read_text(encoding="utf-8") if config.spec_path.is_file() else ""
+    sandbox = Sandbox(config.root)
+    reading = [*read_only_tools(sandbox, tests=(_never_run, "")).specs(), ASK_HUMAN]
+    jail = Jail(mode="none", repo_root=config.root, git_dir=config.root / ".git")
+    working = [*worktree_tools(sandbox, 1.0, 1000, jail=jail).specs(), ASK_HUMAN]
+    found = []
+    for path in sorted(resource_dir("agents").glob("*.md")):
+        if path.stem == "README":
+            continue
+        agent: Agent[Any] = load_agent(path.stem)
+        tools = {"none": [], "read_only": reading, "worktree": working}[agent.tools]
+        inputs = {name: spec if name == "spec" else "" for name in agent.inputs}
+        message = first_message(agent, inputs)
+        prompt = request_tokens(agent.system, tools + terminal_tools(agent), [message])
+        limits = limits_for(config, agent.tier, executor=agent.tools == "worktree")
+        model = config.model.strong if agent.tier == "strong" else config.model.fast
+        found.append(FirstRequest(agent.name, model, prompt + INPUTS_ALLOWANCE, limits))
+    return found
+
+
+def _never_run() -> Any:
+    raise SodaError("doctor never runs the tests through run_tests")
+
+
+def _fit(config: Config, ping: bool) -> str:
+    """The largest first request against its model's window; with `ping`, a
+    probe of that size where the server may cut it silently."""
+    largest = max(first_requests(config), key=lambda request: request.share)
+    limits, window = largest.limits, largest.limits.window
+    said = (
+        f"largest first request: {largest.agent}'s, about {largest.prompt:,} tokens (with "
+        f"{INPUTS_ALLOWANCE:,} for an iteration's inputs) and {limits.answer_tokens:,} for "
+        f"its answer, of a {window.tokens:,}-token window (from {window.source})"
+    )
+    if largest.needed > window.tokens:
+        raise SodaError(
+            f"{said}: it does not fit. Give the model a larger window (Ollama: num_ctx; "
+            f"vLLM: --max-model-len; llama.cpp: --ctx-size) and set {window.setting}"
+        )
+    if ping and provider_for(config.model.provider).probes_window:
+        said = f"{said}; {_probe_window(config, largest)}"
+    elif provider_for(config.model.provider).probes_window and window.setting not in window.source:
+        return Warn(
+            f"{said}. {window.setting} is not set: make it the window your server gives "
+            "the model (a longer prompt is refused, or on Ollama cut silently unless "
+            "num_ctx is set); --ping checks"
+        )
+    if largest.share > ROOMY:
+        return Warn(
+            f"{said}: little room is left for the conversation; tool results will be "
+            f"clipped to {limits.tool_result_chars:,} characters and condensed often"
+        )
+    return said
+
+
+def _probe_window(config: Config, largest: FirstRequest) -> str:
+    """Send a request the size of the largest first request and check the server
+    read it whole (SodaError when it refused it or counted far less)."""
+    model = make_model(config, ignore_event)
+    answer = _ok_tool()
+    system = "Reply by calling submit with ok = true. The rest is filler: ignore it."
+    room = max(0, largest.prompt - request_tokens(system, [answer], [])) * CHARS_PER_TOKEN
+    filler = f"probe {os.getpid()}: " + "lorem ipsum dolor sit amet " * (room // 27 + 1)
+    messages = [Message(role="user", text=filler[:room])]
+    sent = request_tokens(system, [answer], messages)
+    setting = largest.limits.window.setting
+    try:
+        response = model.complete(
+            ModelRequest(
+                agent="doctor",
+                model=largest.model,
+                system=system,
+                messages=messages,
+                tools=[answer],
+                answer_tool="submit",
+                max_tokens=64,
+            )
+        )
+    except (PromptTooLong, MaxTokensTooLarge) as exc:
+        raise SodaError(
+            f"the server refused a request of about {sent:,} tokens, the size of soda's "
+            f"largest first request: the model's window is smaller than {setting} says "
+            f"({exc})"
+        ) from exc
+    counted = response.usage.input_tokens + response.usage.cache_read_tokens
+    if 0 < counted * 2 < sent:
+        raise SodaError(
+            f"the server counted {counted:,} prompt tokens of a request of about {sent:,}: "
+            "it cut the prompt silently (Ollama does past its num_ctx). Give the model a "
+            "larger window (a Modelfile line PARAMETER num_ctx 32768, or "
+            f"OLLAMA_CONTEXT_LENGTH on the server) and set {setting} to match"
+        )
+    seen = f"counted {counted:,} prompt tokens" if counted else "reported no count"
+    return f"the server read a probe of about {sent:,} tokens whole ({seen})"
+
+
+def _ok_tool() -> ToolSpec:
+    return ToolSpec(
+        "submit",
+        "Answer.",
+        {
+            "type": "object",
+            "properties": {"ok": {"type": "boolean"}},
+            "required": ["ok"],
+            "additionalProperties": False,
+        },
+    )

@@ -13,6 +13,9 @@ from pydantic import BaseModel, ConfigDict, Field, model_validator
 Risk = Literal["none", "low", "medium", "high", "critical"]
 RISK_LEVELS: tuple[str, ...] = ("none", "low", "medium", "high", "critical")
 
+MIN_THINKING_TOKENS = 1024
+"""The smallest extended-thinking budget the Anthropic API accepts."""
+
 DEFAULT_REPO_MAP_TOKENS = 2000
 """The repository map's default size, in tokens ([context] repo_map_tokens)."""
 
@@ -75,7 +78,24 @@ class ModelConfig(Section):
     max_retry_wait: float = Field(120.0, ge=0, le=3600, allow_inf_nan=False)
     """Total seconds one request may spend waiting between retries (0-3600)."""
     max_tokens: int = Field(8192, ge=1, le=200_000)
-    """Output token limit for one model response (1-200000)."""
+    """Output token limit for one model response (1-200000); an upper bound: a small
+    context window asks for less (a third of the window)."""
+    context_window: int | None = Field(None, ge=1024, le=10_000_000)
+    """Tokens of the strong model's context window, prompt and answer together
+    (1024-10000000). Not set: soda's table of known models (Claude 200000, gpt-4o
+    128000, qwen2.5-coder 32768, llama3 8192, ...), else 8192 (a conservative
+    guess). Set it to what the server really gives the model (Ollama: num_ctx;
+    vLLM: --max-model-len; llama.cpp: --ctx-size). Every agent's answer budget,
+    tool-result size and condensing are sized from it."""
+    context_window_fast: int | None = Field(None, ge=1024, le=10_000_000)
+    """The same for the fast model (1024-10000000). Not set: context_window when the
+    fast model is the strong one, else the table, else 8192."""
+    thinking: int = Field(0, ge=0, le=200_000)
+    """Extended thinking for the strong tier, Anthropic only: 0 (off) or a budget of
+    thinking tokens (1024-200000), asked for on top of max_tokens. Sent only on
+    turns where the model chooses its tool (extended thinking cannot be combined
+    with a forced tool call: the last turn and the turn after a reminder go
+    without it)."""
     max_turns: int = Field(40, ge=1, le=1000)
     """Tool-loop turns an agent may take before it must have answered (1-1000)."""
     log_requests: bool = False
@@ -85,6 +105,15 @@ class ModelConfig(Section):
     """How many iterations' request logs to keep, newest first (1-100000)."""
     prices: dict[str, Price] = Field(default_factory=_default_prices)
     """Price per model id, in USD per million tokens; unknown models cost 0."""
+
+    @model_validator(mode="after")
+    def _thinking_is_off_or_enough(self) -> ModelConfig:
+        if 0 < self.thinking < MIN_THINKING_TOKENS:
+            raise ValueError(
+                f"thinking: 0 (off) or at least {MIN_THINKING_TOKENS} tokens "
+                f"(the API's smallest budget), not {self.thinking}"
+            )
+        return self
 
 
 class LoopConfig(Section):
@@ -204,12 +233,15 @@ class ContextConfig(Section):
     retired, with the cap as their reason (1-500). Every agent reads them on every
     call: a few sharp ones help more than a long list."""
     tool_result_chars: int = Field(20_000, ge=1_000, le=1_000_000)
-    """Characters of one tool result an agent sees; a longer result keeps its head
-    and tail with a note of what was cut (1000-1000000)."""
+    """Characters of one tool result an agent sees, at most; a longer result keeps
+    its head and tail with a note of what was cut (1000-1000000). A small context
+    window shows less: an eighth of the window (about 4 characters a token)."""
     executor_session_tokens: int = Field(60_000, ge=5_000, le=2_000_000)
     """Estimated tokens (characters / 4, or the model's own count) past which an
     executor session's older tool results become one-line summaries, the latest
-    few kept whole (5000-2000000)."""
+    few kept whole (5000-2000000). Every agent, the executor included, also
+    condenses before its conversation outgrows the model's context window
+    (model.context_window)."""
 
 
 class DaemonConfig(Section):

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import time
 from collections.abc import Callable
 from typing import Any
@@ -23,6 +24,7 @@ from anthropic.types import Message as WireMessage
 from soda.config import ModelConfig
 from soda.errors import (
     CredentialsError,
+    MaxTokensTooLarge,
     ModelStopped,
     PromptTooLong,
     SodaError,
@@ -49,6 +51,12 @@ RETRYABLE_STATUS = frozenset({408, 409, 429})
 CREDENTIAL_STATUS = frozenset({401, 403})
 PROMPT_TOO_LONG = "prompt is too long"
 """How the API words a 400 for a conversation past the context window."""
+NO_ROOM_TO_ANSWER = re.compile(
+    r"input length and `?max_tokens`? exceed context limit: (\d+) \+ (\d+) > (\d+)"
+)
+"""How the API words a 400 for a prompt that fits the window, but not together
+with max_tokens (input + max_tokens > window)."""
+THINKING_BLOCKS = frozenset({"thinking", "redacted_thinking"})
 
 
 class AnthropicModel:
@@ -138,8 +146,15 @@ def translate_error(exc: anthropic.APIError, config: ModelConfig) -> SodaError:
         return CredentialsError(
             f"the Anthropic API refused the key ({detail}); check the key in {config.api_key_env}"
         )
-    if status == 400 and PROMPT_TOO_LONG in str(exc.api_message or exc.message).lower():
+    said = str(exc.api_message or exc.message)
+    if status == 400 and PROMPT_TOO_LONG in said.lower():
         return PromptTooLong(f"the Anthropic API refused a prompt too long ({detail})")
+    no_room = NO_ROOM_TO_ANSWER.search(said) if status == 400 else None
+    if no_room is not None:
+        prompt, _, window = (int(n) for n in no_room.groups())
+        return MaxTokensTooLarge(
+            f"the Anthropic API found no room for max_tokens ({detail})", room=window - prompt
+        )
     return StructuralError(f"the Anthropic API rejected the request ({detail})")
 
 
@@ -162,8 +177,8 @@ def retry_after(headers: Any) -> float | None:
 def answers_as_json(request: ModelRequest) -> bool:
     """How the structured answer travels, decided per call. With only the answer
     tool there is nothing to loop over, so the API's JSON-schema output returns
-    the answer directly. With working tools too, the model must call a tool on
-    every turn (tool_choice any) and answers by calling the answer tool."""
+    the answer directly. With working tools too, the model answers by calling the
+    answer tool, after what other calls it chooses."""
     names = {tool.name for tool in request.tools}
     if request.answer_tool not in names:
         raise StructuralError(
@@ -191,15 +206,23 @@ def build_params(request: ModelRequest, json_mode: bool) -> dict[str, Any]:
     else:
         params["tools"] = wire_tools(request.tools)
         params["tool_choice"] = tool_choice(request)
+        if request.thinking and not request.must_call:
+            # Extended thinking rules out a forced tool call: auto turns only. Its
+            # budget comes out of max_tokens, so the answer's own budget is added.
+            params["thinking"] = {"type": "enabled", "budget_tokens": request.thinking}
+            params["max_tokens"] = request.max_tokens + request.thinking
     return params
 
 
 def tool_choice(request: ModelRequest) -> dict[str, Any]:
-    """Some tool on every turn; one named tool when the request names only one.
-    (The API cannot force a choice among several: the prompt says which.)"""
+    """The model's choice (auto: it may write its reasoning before its calls), unless
+    the turn must be a call: one named tool when the request names only one, else
+    some tool. (The API cannot force a choice among several: the prompt says which.)"""
     if len(request.must_call) == 1:
         return {"type": "tool", "name": request.must_call[0]}
-    return {"type": "any"}
+    if request.must_call:
+        return {"type": "any"}
+    return {"type": "auto"}
 
 
 def wire_tools(tools: list[ToolSpec]) -> list[dict[str, Any]]:
@@ -259,7 +282,9 @@ def content_blocks(message: Message, json_mode: bool) -> list[dict[str, Any]]:
     """Blocks of one turn. In JSON mode no tools are declared, and the API refuses
     tool_use blocks without tools, so earlier answers (and the feedback on them)
     travel as plain text."""
-    blocks: list[dict[str, Any]] = []
+    # Thinking goes back first and unchanged (signatures are checked); JSON mode
+    # never thinks.
+    blocks: list[dict[str, Any]] = [] if json_mode else [dict(b) for b in message.thinking]
     for result in message.tool_results:  # the API wants results before any text
         if json_mode:
             blocks.append({"type": "text", "text": result.content})
@@ -276,11 +301,14 @@ def content_blocks(message: Message, json_mode: bool) -> list[dict[str, Any]]:
         blocks.append({"type": "text", "text": message.text})
     for call in message.tool_calls:
         if json_mode:
-            blocks.append({"type": "text", "text": json.dumps(call.input)})
+            if not message.text and call.unreadable is None:  # the text is the answer
+                blocks.append({"type": "text", "text": json.dumps(call.input)})
         else:
             blocks.append(
                 {"type": "tool_use", "id": call.id, "name": call.name, "input": call.input}
             )
+    if not blocks and message.role == "assistant":  # an empty answer, handed back
+        blocks.append({"type": "text", "text": "(an empty answer)"})
     return blocks
 
 
@@ -297,6 +325,9 @@ def to_response(
             ToolCall(id=block.id, name=block.name, input=dict(block.input))
             for block in blocks
             if block.type == "tool_use"
+        ]
+        thinking = [
+            block.model_dump(mode="json") for block in blocks if block.type in THINKING_BLOCKS
         ]
         raw = wire.model_dump(mode="json")
         stop_reason = str(wire.stop_reason or "")
@@ -329,6 +360,7 @@ def to_response(
         raw=raw,
         latency_ms=latency_ms,
         truncated=truncated,
+        thinking=thinking,
     )
 
 
@@ -340,21 +372,17 @@ def check_stop(request: ModelRequest, stop_reason: str, text: str, raw: Any) -> 
 
 
 def answer_call(request: ModelRequest, text: str, raw: Any) -> ToolCall:
-    """The JSON-schema answer as a call to the answer tool, as tool mode delivers it."""
+    """The JSON-schema answer as a call to the answer tool, as tool mode delivers it;
+    an answer that is not a JSON object comes back `unreadable` (the runtime hands
+    it back to the model once)."""
     try:
         answer = json.loads(text)
     except json.JSONDecodeError as exc:
-        raise ModelStopped(
-            "invalid_json",
-            f"agent {request.agent}: the structured answer is not valid JSON ({exc}): "
-            f"{text[:300]!r}",
-            raw,
-        ) from exc
+        return ToolCall(
+            ANSWER_CALL_ID, request.answer_tool, {}, unreadable=f"not valid JSON ({exc})"
+        )
     if not isinstance(answer, dict):
-        raise ModelStopped(
-            "invalid_json",
-            f"agent {request.agent}: the structured answer is JSON but not an object: "
-            f"{text[:300]!r}",
-            raw,
+        return ToolCall(
+            ANSWER_CALL_ID, request.answer_tool, {}, unreadable="JSON, but not an object"
         )
     return ToolCall(id=ANSWER_CALL_ID, name=request.answer_tool, input=answer)

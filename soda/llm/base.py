@@ -8,9 +8,11 @@ request's `answer_tool`, whatever mechanism the provider uses underneath.
 
 A response cut off at `max_tokens` comes back `truncated`, without the tool call
 that was being written when the limit struck; a conversation longer than the
-model's context raises `PromptTooLong`; a 200 whose body is not a readable answer
+model's context raises `PromptTooLong`, and a prompt that fits but leaves no room
+for `max_tokens` raises `MaxTokensTooLarge`; tool arguments that are not JSON come
+back as a call marked `unreadable`; a 200 whose body is not a readable answer
 (not JSON, the wrong shape, text with lone surrogates) is a transient failure.
-What to do about a truncated answer or a long prompt is the runtime's call.
+What to do about a truncated answer, a long prompt or a slip is the runtime's call.
 """
 
 from __future__ import annotations
@@ -44,6 +46,10 @@ class ToolCall:
     id: str
     name: str
     input: dict[str, Any]
+    unreadable: str | None = None
+    """Why the arguments the model wrote could not be read as a JSON object (then
+    `input` is empty). A provider reports it here rather than stopping: the
+    runtime hands the problem back to the model once, like any other slip."""
 
 
 @dataclass(frozen=True)
@@ -66,6 +72,10 @@ class Message:
     """How many characters at the start of `text` stay the same from one iteration
     to the next (the spec, standing context). A provider with prompt caching sends
     them as a block of their own, marked for the cache; others send `text` whole."""
+    thinking: list[dict[str, Any]] = field(default_factory=list)
+    """An assistant turn's extended-thinking blocks, exactly as the provider gave
+    them (signatures included): the API wants them back, unchanged, with the
+    turn's tool calls. Opaque to everyone but the provider that made them."""
 
 
 @dataclass
@@ -109,7 +119,13 @@ class ModelRequest:
     must_call: tuple[str, ...] = ()
     """When set, this turn must be a call to one of these tools. Every tool stays
     declared (so the prompt cache holds); providers force a single name through
-    their tool choice, and several names as "some tool"."""
+    their tool choice, and several names as "some tool". When empty the model
+    chooses (tool choice auto): it may think aloud before its calls, or end its
+    turn without one (the runtime reminds it)."""
+    thinking: int = 0
+    """Tokens of extended thinking to allow on top of `max_tokens` (0: none). Only
+    providers that have it send it (Anthropic), and only on a turn whose tool
+    choice is the model's (`must_call` empty)."""
     on_event: EventSink | None = field(default=None, compare=False, repr=False)
     """Where the provider's events about this request go (`provider.retry`): the
     asking agent's iteration. None: the sink the provider was built with."""
@@ -127,6 +143,8 @@ class ModelResponse:
     latency_ms: int = 0
     truncated: bool = False
     """Cut off at max_tokens: `tool_calls` holds only the calls that arrived whole."""
+    thinking: list[dict[str, Any]] = field(default_factory=list)
+    """Extended-thinking blocks, kept for the conversation (see `Message.thinking`)."""
 
 
 OUTPUT_TOKEN_LIMITS: tuple[tuple[str, int], ...] = (
@@ -185,7 +203,7 @@ def without_surrogates(value: Any) -> Any:
 def safe_response(response: ModelResponse) -> ModelResponse:
     """`response` with lone surrogates replaced in its text, tool calls and raw data
     (the same object when it has none)."""
-    calls = [(call.id, call.name, call.input) for call in response.tool_calls]
+    calls = [(call.id, call.name, call.input, call.unreadable) for call in response.tool_calls]
     fields = [response.text, response.stop_reason, response.model, calls, response.raw]
     if not has_lone_surrogates(fields):
         return response
@@ -194,9 +212,10 @@ def safe_response(response: ModelResponse) -> ModelResponse:
         text=without_surrogates(response.text),
         tool_calls=[
             ToolCall(
-                without_surrogates(call.id),
-                without_surrogates(call.name),
-                without_surrogates(call.input),
+                id=without_surrogates(call.id),
+                name=without_surrogates(call.name),
+                input=without_surrogates(call.input),
+                unreadable=without_surrogates(call.unreadable),
             )
             for call in response.tool_calls
         ],

@@ -5,8 +5,15 @@ plain `httpx` rather than the `openai` package: soda needs one endpoint, and
 local servers differ enough that a thin, visible mapping is easier to trust than
 an SDK's assumptions. Errors are classified exactly as for Anthropic and retried
 in one place, `soda.llm.retry`; a 200 whose body is not a readable answer is
-transient, a context-length refusal is `PromptTooLong`, and an answer cut at the
-length limit comes back `truncated`.
+transient, a context-length refusal is `PromptTooLong` (or `MaxTokensTooLarge`
+when the prompt fits and only max_tokens does not: vLLM counts it inside the
+window), an answer cut at the length limit comes back `truncated`, and
+arguments that are not JSON come back as a call marked `unreadable`.
+
+Ollama cuts a prompt longer than its num_ctx silently: the answer then counts
+far fewer prompt tokens than were sent. Where the server reports a count, such a
+shortfall is announced (`provider.prompt_undercounted`); `soda doctor --ping`
+probes for it with a request the size of soda's largest.
 """
 
 from __future__ import annotations
@@ -21,7 +28,12 @@ from typing import Any
 import httpx
 
 from soda.config import ModelConfig
-from soda.errors import ConfigError, CredentialsError, ModelStopped, PromptTooLong, StructuralError
+from soda.errors import (
+    ConfigError,
+    CredentialsError,
+    ModelStopped,
+    StructuralError,
+)
 from soda.llm.base import (
     EventSink,
     Message,
@@ -33,15 +45,16 @@ from soda.llm.base import (
     has_lone_surrogates,
 )
 from soda.llm.retry import RetryableError, call_with_retries
+from soda.llm.windows import context_refusal
 
 ANSWER_CALL_ID = "answer"
 RETRYABLE_STATUS = frozenset({408, 409, 429})
 """Besides every 5xx: timeout, conflict, rate limit."""
-CONTEXT_EXCEEDED = re.compile(
-    r"context[ _]length|maximum context|context (size|window)|prompt is too long|too many tokens",
-    re.IGNORECASE,
-)
-"""How OpenAI, vLLM, llama.cpp and gateways word a prompt past the context window."""
+REASONING_MODEL = re.compile(r"^(o[134]\b|gpt-?5)")
+"""OpenAI's reasoning models, which take max_completion_tokens instead of max_tokens."""
+CHARS_PER_TOKEN = 4
+UNDERCOUNT_FROM = 1024
+"""Estimated prompt tokens from which a server's much lower count is announced."""
 
 
 class OpenAICompatModel:
@@ -82,15 +95,25 @@ class OpenAICompatModel:
     def complete(self, request: ModelRequest) -> ModelResponse:
         json_mode = _answers_as_json(request)
         body = build_body(request, json_mode)
+        emit = request.on_event or self.emit
+        describe = f"agent {request.agent} ({request.model})"
         # Reading the answer is part of the attempt: an unreadable 200 is retried.
-        return call_with_retries(
+        response = call_with_retries(
             lambda: to_response(*self._send(body), request, json_mode),
             max_retries=self.config.max_retries,
             max_total_wait=self.config.max_retry_wait,
-            emit=request.on_event or self.emit,
-            describe=f"agent {request.agent} ({request.model})",
+            emit=emit,
+            describe=describe,
             sleep=self.sleep,
         )
+        sent = estimated_prompt_tokens(body)
+        counted = response.usage.input_tokens + response.usage.cache_read_tokens
+        if undercounted(sent, counted):
+            emit(
+                "provider.prompt_undercounted",
+                {"call": describe, "prompt_tokens": counted, "estimated_tokens": sent},
+            )
+        return response
 
     def _send(self, body: dict[str, Any]) -> tuple[Any, int]:
         started = time.monotonic()
@@ -117,10 +140,10 @@ class OpenAICompatModel:
                 f"the model server refused the key (HTTP {status}): check "
                 f"{self.config.api_key_env} (model.api_key_env)"
             )
-        if status in (400, 413) and CONTEXT_EXCEEDED.search(message):
-            return PromptTooLong(
-                f"the model server refused a prompt too long (HTTP {status}): {message}"
-            )
+        if status in (400, 413):
+            refused = context_refusal(status, message)
+            if refused is not None:
+                return refused
         return StructuralError(f"the model server rejected the request (HTTP {status}): {message}")
 
 
@@ -133,12 +156,14 @@ def build_body(request: ModelRequest, json_mode: bool) -> dict[str, Any]:
     answer = next((t for t in request.tools if t.name == request.answer_tool), None)
     if answer is None:
         raise StructuralError(f"request from {request.agent} lacks its answer tool")
+    # OpenAI's reasoning models refuse max_tokens; everything else knows it.
+    limit = "max_completion_tokens" if reasoning_model(request.model) else "max_tokens"
     body: dict[str, Any] = {
         "model": request.model,
-        "max_tokens": request.max_tokens,
+        limit: request.max_tokens,
         "messages": [
             {"role": "system", "content": request.system},
-            *wire_messages(request.messages),
+            *wire_messages(request.messages, json_mode),
         ],
     }
     if json_mode:
@@ -148,12 +173,38 @@ def build_body(request: ModelRequest, json_mode: bool) -> dict[str, Any]:
         }
     else:
         body["tools"] = [wire_tool(tool) for tool in request.tools]
-        body["tool_choice"] = (
-            {"type": "function", "function": {"name": request.must_call[0]}}
-            if len(request.must_call) == 1
-            else "required"
-        )
+        body["tool_choice"] = tool_choice(request)
     return body
+
+
+def tool_choice(request: ModelRequest) -> str | dict[str, Any]:
+    """The model's choice (auto), unless the turn must be a call: the one function
+    named, or some function (required)."""
+    if len(request.must_call) == 1:
+        return {"type": "function", "function": {"name": request.must_call[0]}}
+    return "required" if request.must_call else "auto"
+
+
+def reasoning_model(model: str) -> bool:
+    """An OpenAI reasoning model (o1, o3, o4-mini, gpt-5...), by its id."""
+    return REASONING_MODEL.search(model.strip().lower().rsplit("/", 1)[-1]) is not None
+
+
+def estimated_prompt_tokens(body: dict[str, Any]) -> int:
+    """What a request body's prompt comes to, by soda's estimate (characters / 4
+    of the messages' text, the calls' arguments and the tools' schemas)."""
+    chars = len(json.dumps(body.get("tools") or []))
+    for message in body["messages"]:
+        chars += len(message.get("content") or "")
+        chars += sum(len(c["function"]["arguments"]) for c in message.get("tool_calls") or [])
+    return chars // CHARS_PER_TOKEN
+
+
+def undercounted(sent: int, counted: int) -> bool:
+    """Whether a server counted far fewer prompt tokens than soda sent: under half
+    its estimate, for a prompt long enough to tell (a tokenizer counts code at
+    fewer characters a token than the estimate's four, never at twice as many)."""
+    return sent >= UNDERCOUNT_FROM and 0 < counted * 2 < sent
 
 
 def wire_tool(tool: ToolSpec) -> dict[str, Any]:
@@ -168,7 +219,11 @@ def wire_tool(tool: ToolSpec) -> dict[str, Any]:
     }
 
 
-def wire_messages(messages: list[Message]) -> list[dict[str, Any]]:
+def wire_messages(messages: list[Message], json_mode: bool = False) -> list[dict[str, Any]]:
+    """The conversation in chat-completions form. In JSON mode no tools are
+    declared, so an earlier answer and the feedback on it travel as plain text."""
+    if json_mode:
+        return [_plain(message) for message in messages]
     out: list[dict[str, Any]] = []
     for message in messages:
         if message.role == "assistant":
@@ -195,6 +250,16 @@ def wire_messages(messages: list[Message]) -> list[dict[str, Any]]:
         if message.text:
             out.append({"role": "user", "content": message.text})
     return out
+
+
+def _plain(message: Message) -> dict[str, Any]:
+    """One turn as text only (JSON mode)."""
+    parts = [result.content for result in message.tool_results]
+    if message.text:
+        parts.append(message.text)
+    if message.role == "assistant" and not message.text:
+        parts += [json.dumps(call.input) for call in message.tool_calls if not call.unreadable]
+    return {"role": message.role, "content": "\n\n".join(parts) or "(an empty answer)"}
 
 
 def to_response(
@@ -226,17 +291,13 @@ def to_response(
         wire_calls = wire_calls[:-1]
     calls = [_tool_call(call) for call in wire_calls]
     if json_mode and not truncated:
-        try:
-            answer = json.loads(text)
-        except ValueError as exc:
-            raise ModelStopped(
-                "invalid_json", f"the structured answer is not JSON: {text[:200]!r}", raw=data
-            ) from exc
-        calls = [ToolCall(ANSWER_CALL_ID, request.answer_tool, answer)]
+        calls = [_read_call(ANSWER_CALL_ID, request.answer_tool, text)]
     if has_lone_surrogates([call.input for call in calls]):  # escaped inside the JSON
         raise RetryableError("the answer carries text with lone surrogates (invalid Unicode)")
+    if json_mode:  # the text is the answer: kept only when it could not be read
+        text = text if calls and calls[0].unreadable else ""
     return ModelResponse(
-        text="" if json_mode else text,
+        text=text,
         tool_calls=calls,
         stop_reason=finish,
         usage=usage,
@@ -249,13 +310,22 @@ def to_response(
 
 def _tool_call(call: dict[str, Any]) -> ToolCall:
     function = call.get("function") or {}
+    arguments = function.get("arguments")
+    if isinstance(arguments, dict):  # some servers send the object itself
+        arguments = json.dumps(arguments)
+    return _read_call(call.get("id") or "call", function.get("name") or "", arguments or "{}")
+
+
+def _read_call(call_id: str, name: str, arguments: str) -> ToolCall:
+    """A call from the arguments' text; text that is not a JSON object makes it
+    `unreadable` (the runtime hands that back to the model)."""
     try:
-        arguments = json.loads(function.get("arguments") or "{}")
+        value = json.loads(arguments)
     except ValueError as exc:
-        raise ModelStopped(
-            "invalid_json", f"tool call {function.get('name')!r} has arguments that are not JSON"
-        ) from exc
-    return ToolCall(call.get("id") or "call", function.get("name") or "", arguments)
+        return ToolCall(call_id, name, {}, unreadable=f"not valid JSON ({exc})")
+    if not isinstance(value, dict):
+        return ToolCall(call_id, name, {}, unreadable="JSON, but not an object")
+    return ToolCall(call_id, name, value)
 
 
 def _usage(usage: dict[str, Any]) -> Usage:

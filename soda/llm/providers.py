@@ -34,6 +34,9 @@ class Provider:
     """How messages name it, e.g. "export your Anthropic API key"."""
     needs_key: bool = False
     """doctor fails unless the variable named by `[model] api_key_env` is set."""
+    probes_window: bool = False
+    """Its servers may cut a prompt longer than their window silently (Ollama):
+    `doctor --ping` sends a request the size of soda's largest to see."""
     offline: Callable[[Config], str] | None = None
     """For a provider that answers without a network: what doctor says about it
     (there is no key to check and nothing to ping). None: a networked provider."""
@@ -63,7 +66,7 @@ PROVIDERS: dict[str, Provider] = {
     for provider in (
         Provider("anthropic", _anthropic, "Anthropic", needs_key=True),
         # Local servers (Ollama, vLLM, llama.cpp) usually need no key.
-        Provider("openai", _openai, "OpenAI-compatible"),
+        Provider("openai", _openai, "OpenAI-compatible", probes_window=True),
         Provider(
             "scripted",
             _scripted,

@@ -16,6 +16,8 @@ given, a request from another agent is a ScriptError, so a script that has
 drifted from the loop fails at once and says where. The script running out, a
 tool the request does not offer, or a scripted tool call that the tools refused
 (an `is_error` result) are ScriptErrors too: a replay must go exactly as written.
+An answer the runtime handed back (it broke its contract) is not: the script's
+next entry answers it, as a model given its second chance would.
 The latest requests (up to 200) are kept in `requests` so tests can assert on
 what was asked, without a long run growing in memory.
 """
@@ -110,8 +112,16 @@ class ScriptedModel:
     def _check_previous_calls(self, request: ModelRequest) -> None:
         if not request.messages:
             return
+        # The runtime's feedback on an answer (a contract slip handed back) is part
+        # of a replay a script can plan for: the next entry answers it.
+        answers = {
+            call.id
+            for message in request.messages
+            for call in message.tool_calls
+            if call.name == request.answer_tool
+        }
         for result in request.messages[-1].tool_results:
-            if result.is_error:
+            if result.is_error and result.call_id not in answers:
                 raise ScriptError(
                     f"model script {self.source}: a scripted tool call was refused "
                     f"(response {self.position - 1}): {result.content}"

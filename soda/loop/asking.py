@@ -334,6 +334,8 @@ def _message(m: Message) -> dict[str, Any]:
         "tool_calls": [{"id": c.id, "name": c.name, "input": c.input} for c in m.tool_calls],
         "tool_results": [_result(r) for r in m.tool_results],
         "stable_chars": m.stable_chars,
+        # Extended thinking goes back to the API unchanged with its turn's calls.
+        "thinking": m.thinking,
     }
 
 
@@ -348,4 +350,5 @@ def _message_from(data: dict[str, Any]) -> Message:
         tool_calls=[ToolCall(**c) for c in data["tool_calls"]],
         tool_results=[ToolResult(**r) for r in data["tool_results"]],
         stable_chars=data.get("stable_chars", 0),
+        thinking=data.get("thinking", []),
     )

@@ -13,7 +13,8 @@ tasks, more than `[plan] max_tasks` tasks) goes back to the agent that made it
 (planner or orienter) with the problems, at most PLAN_REPAIRS times in all,
 then HALTs with the last problems.
 Applying the result (task updates, new tasks, learnings, plan tasks made into
-Trace tasks) is `apply_orientation`.
+Trace tasks) is `apply_orientation`. Each agent's inputs are first shrunk to fit
+its model's context window (`soda.loop.fit`).
 """
 
 from __future__ import annotations
@@ -21,8 +22,16 @@ from __future__ import annotations
 from typing import Any, TypeVar
 
 from soda.agent.definition import Agent, load_agent
-from soda.agent.runtime import Toolset
-from soda.contracts import Assessment, Claims, IterationPlan, Orientation, Planning, Verification
+from soda.agent.runtime import Answer, Toolset
+from soda.contracts import (
+    Assessment,
+    Claims,
+    Contract,
+    IterationPlan,
+    Orientation,
+    Planning,
+    Verification,
+)
 from soda.contracts.orient import LearningVerdict
 from soda.contracts.outcomes import TaskStatus
 from soda.contracts.plan_dag import plan_problems
@@ -38,6 +47,7 @@ from soda.loop.asking import (
     waiting_for_answers,
 )
 from soda.loop.context import Iteration
+from soda.loop.fit import fit_inputs
 from soda.loop.rules_text import tests_and_merges
 from soda.loop.session import Session
 from soda.repo.workspace import branch_head
@@ -49,6 +59,7 @@ from soda.tools.toolbox import Suspended
 PLAN_REPAIRS = 3
 
 Plans = TypeVar("Plans", Orientation, Planning)
+Output = TypeVar("Output", bound=Contract)
 Inputs = dict[str, Any]
 """An agent's inputs: JSON-able values by name."""
 """What an agent that plans answers: the orienter's Orientation, the planner's Planning."""
@@ -110,11 +121,10 @@ def _split(
 ) -> Orientation:
     """Verifier, assessor, then planner. `tools`: the checking agents' (no
     ask_human), then the planner's."""
-    run = it.runner.run
     checking, planning_tools = tools
-    verification = run(load_agent("verifier", Verification), inputs, checking).value
+    verification = _run(it, load_agent("verifier", Verification), inputs, checking).value
     inputs = {**inputs, "verification": verification}
-    assessment = run(load_agent("assessor", Assessment), inputs, checking).value
+    assessment = _run(it, load_agent("assessor", Assessment), inputs, checking).value
     if assessment.spec_satisfied is True:
         planning = Planning(
             actionable_work_exists=False,
@@ -160,11 +170,16 @@ def _until_valid(
     problems go back to it, at most PLAN_REPAIRS times in all, then HALT."""
     problems: list[str] = []
     for attempt in range(1, PLAN_REPAIRS + 1):
-        answer = it.runner.run(agent, _with_problems(inputs, problems), tools).value
+        answer = _run(it, agent, _with_problems(inputs, problems), tools).value
         problems = _problems(session, it, answer.iteration_plan, known, attempt)
         if not problems:
             return answer
     raise _invalid(agent.name, problems)
+
+
+def _run(it: Iteration, agent: Agent[Output], inputs: Inputs, tools: Toolset) -> Answer[Output]:
+    """The agent's answer, its inputs shrunk to fit its model's window first."""
+    return it.runner.run(agent, fit_inputs(it.runner, agent, inputs, tools), tools)
 
 
 def _with_problems(inputs: Inputs, problems: list[str]) -> Inputs:
