@@ -90,7 +90,7 @@ def test_a_long_read_keeps_its_head_and_tail_with_a_note_of_the_cut(
     assert shown.rstrip().endswith("y" * 40)  # the tail: the last line read
     assert "line 01200" in shown
     assert "line 00600" not in shown  # the middle is gone
-    assert "characters cut here ([context] tool_result_chars = 3,000)" in shown
+    assert "characters cut here (a result shows at most 3,000)" in shown
     assert "read_file with offset_line and max_lines" in shown
     assert len(shown) < 3000 + 300
 

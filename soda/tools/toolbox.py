@@ -137,7 +137,7 @@ def clip_result(text: str, limit: int) -> str:
         return text
     cut = len(text) - limit
     note = (
-        f"\n[... {cut:,} of {len(text):,} characters cut here ([context] tool_result_chars = "
+        f"\n[... {cut:,} of {len(text):,} characters cut here (a result shows at most "
         f"{limit:,}); to see them, ask for less at a time: read_file with offset_line and "
         "max_lines, a narrower path, pattern or command ...]\n"
     )
