@@ -14,6 +14,7 @@ Trace tasks) is `apply_orientation`.
 
 from __future__ import annotations
 
+from collections.abc import Container
 from typing import Any, TypeVar
 
 from soda.agent.definition import Agent, load_agent
@@ -36,6 +37,7 @@ from soda.loop.asking import (
 from soda.loop.session import Session
 from soda.repo.workspace import branch_head
 from soda.store import learnings
+from soda.store.tasks import TaskIds
 from soda.tools import read_only_tools
 from soda.tools.sandbox import Sandbox
 from soda.tools.toolbox import Suspended
@@ -62,7 +64,7 @@ def orient(session: Session, claims: Claims, number: int) -> Orientation:
         tests=(lambda: _tip_tests(session, tip), tip),
     ).extended(orient_ask_tools(session, number))  # ask_human: ORIENT stops for the answer
     inputs = {"spec": session.spec_text(), "claims": claims, **person_answers(session.db)}
-    known = {task.id for task in session.tracker.list()}
+    known = TaskIds(session.db, session.milestone.name)  # one lookup per id a plan names
     choice = planning_mode.choose(session, claims)  # [loop] planning: a DAG or one task
     for_planner = {**choice.planner_inputs(), **waiting_for_answers(session.db)}
     try:
@@ -82,12 +84,12 @@ def _tip_tests(session: Session, tip: str) -> tuple[TestReport, bool]:
     return tested(session.config, session.jail, session.db, session.checkouts, tip)
 
 
-def _single(session: Session, inputs: Inputs, tools: Toolset, known: set[int]) -> Orientation:
+def _single(session: Session, inputs: Inputs, tools: Toolset, known: Container[int]) -> Orientation:
     return _until_valid(session, load_agent("orienter", Orientation), inputs, tools, known)
 
 
 def _split(
-    session: Session, inputs: Inputs, tools: Toolset, known: set[int], for_planner: Inputs
+    session: Session, inputs: Inputs, tools: Toolset, known: Container[int], for_planner: Inputs
 ) -> Orientation:
     run = session.runner.run
     verification = run(load_agent("verifier", Verification), inputs, tools).value
@@ -118,12 +120,12 @@ def _split(
     )
 
 
-def _plan(session: Session, inputs: Inputs, tools: Toolset, known: set[int]) -> Planning:
+def _plan(session: Session, inputs: Inputs, tools: Toolset, known: Container[int]) -> Planning:
     return _until_valid(session, load_agent("planner", Planning), inputs, tools, known)
 
 
 def _until_valid(
-    session: Session, agent: Agent[Plans], inputs: Inputs, tools: Toolset, known: set[int]
+    session: Session, agent: Agent[Plans], inputs: Inputs, tools: Toolset, known: Container[int]
 ) -> Plans:
     """Run the agent that plans until its plan passes the semantic checks: the
     problems go back to it, at most PLAN_REPAIRS times in all, then HALT."""
@@ -144,7 +146,7 @@ def _with_problems(inputs: Inputs, problems: list[str]) -> Inputs:
 
 
 def _problems(
-    session: Session, plan: IterationPlan | None, known: set[int], attempt: int
+    session: Session, plan: IterationPlan | None, known: Container[int], attempt: int
 ) -> list[str]:
     """What is wrong with a plan (none for no plan); a rejection is an event."""
     if plan is None:
