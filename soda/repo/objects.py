@@ -33,11 +33,13 @@ class Undecided(Exception):
 
 def read(repo: Repo, sha: str, kind: str) -> bytes:
     """The content of object `sha`, which must be a `kind` (commit, tree, blob)."""
-    try:
-        with _LOCK:
+    with _LOCK:
+        try:
             _, typename, _, data = repo.git.get_object_data(sha)
-    except Exception as exc:  # missing, or the helper process died: ask git
-        raise Undecided(f"cannot read {sha}: {exc}") from exc
+        except Exception as exc:  # missing, or the helper process died: ask git
+            if not isinstance(exc, ValueError):  # not just a missing object: a new helper
+                repo.git.clear_cache()
+            raise Undecided(f"cannot read {sha}: {exc}") from exc
     if isinstance(typename, bytes):
         typename = typename.decode()
     if typename != kind:

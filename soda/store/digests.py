@@ -72,7 +72,8 @@ class DigestRows:
         rows: dict[str, FileRow] = {}
         for chunk in _chunks(paths):
             marks = ", ".join("?" for _ in chunk)
-            for column in ("path", "source"):
+            # `source IS NOT NULL` lets SQLite use the partial index on sources.
+            for column in ("path", "source IS NOT NULL AND source"):
                 found = self.db.execute(
                     f"SELECT {_COLUMNS} FROM milestone_files"
                     f" WHERE digest_id = ? AND {column} IN ({marks})",
