@@ -222,7 +222,19 @@ def prepare(source: Path, target: Path, iterations: int, sandbox: str) -> str:
     (target / SCRIPT).write_text('{"responses": []}')
     git(target, "add", "soda.toml", "specs")
     git(target, "commit", "-q", "-m", "soda bench setup")
+    settle_index(target)
     return branch
+
+
+def settle_index(repo: Path) -> None:
+    """Refresh the checkout's index once its files are more than a second old.
+    Files written in the same second as the index are "racily clean": git must
+    read them again at every `status`, and soda's status never writes the index
+    back (it takes no lock in a person's checkout). A person's own git commands
+    keep their index fresh; a fresh clone's is not, which made SENSE's times
+    swing by 100 ms on sympy from one run to the next."""
+    time.sleep(1.1)  # setup only: the racy window is the index's second
+    git(repo, "update-index", "-q", "--refresh")
 
 
 def describe(repo: Path) -> str:

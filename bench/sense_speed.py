@@ -91,15 +91,24 @@ def fill_db(path: Path, tasks: int, iterations: int) -> tuple[Database, int]:
             ).lastrowid
             or 0
         )
-    tracker = SqliteTracker(db, "spec")
-    root = tracker.create("Spec")
-    for n in range(tasks):
-        task = tracker.create(f"task {n}", parent_id=root.id)
-        tracker.comment(task.id, "executor", f"note {n}")
-        if n % 3 == 0:
-            tracker.close(task.id, "done")
+    root = SqliteTracker(db, "spec").create("Spec")
     stamp = now()
-    with db.conn:
+    with db.conn:  # a third of the tasks closed, each with a comment
+        first = root.id + 1
+        db.conn.executemany(
+            "INSERT INTO tasks (id, milestone, parent_id, title, status, status_reason,"
+            " created_at, updated_at, closed_at) VALUES (?, 'spec', ?, ?, ?, ?, ?, ?, ?)",
+            [
+                (first + n, root.id, f"task {n}", "closed" if n % 3 == 0 else "open",
+                 "done" if n % 3 == 0 else None, stamp, stamp, stamp if n % 3 == 0 else None)
+                for n in range(tasks)
+            ],
+        )  # fmt: skip
+        db.conn.executemany(
+            "INSERT INTO task_comments (task_id, author, body, created_at)"
+            " VALUES (?, 'executor', ?, ?)",
+            [(first + n, f"note {n}", stamp) for n in range(tasks)],
+        )
         db.conn.executemany(
             "INSERT INTO iterations (run_id, number, started_at, intent, outcome)"
             " VALUES (?, ?, ?, ?, 'merged')",

@@ -240,3 +240,26 @@ def test_release_detaches_without_a_git_process(
     ]
     assert not os.path.exists(ws.path / ".git" / "HEAD.lock")
     checkouts.remove_all()
+
+
+def test_a_sealed_run_the_overlay_failed_runs_again_on_the_checkout(
+    repo: Path, commits: tuple[str, str]
+) -> None:
+    """overlayfs refuses to rename a directory of the checkout in place (EXDEV);
+    a run that fails so is not trusted: it runs again unsealed, and passes."""
+    _, b = commits
+    (repo / "pkg").mkdir()
+    (repo / "pkg" / "mod.txt").write_text("m\n")
+    head = commit_all(repo, "a directory")
+    rename = "python3 -c \\\"import os; os.rename('pkg', 'pkg2'); os.rename('pkg2', 'pkg')\\\""
+    config = load(gate_config(repo, "bwrap", rename))
+    jail = Jail.for_config(config, repo / ".git")
+    checkouts = Checkouts(Repo(repo), config.state_dir / "worktrees")
+    checkouts.root.mkdir(parents=True)
+    if not jail.can_seal(checkouts.root):
+        pytest.skip("no bwrap overlay here (bubblewrap >= 0.9 and Linux >= 5.11 needed)")
+    report, _ = gate_run(config, jail, open_db(config.db_path), checkouts, head)
+    assert report.returncode == 0, report.output
+    assert_clean_at(checkouts.view(head), head)
+    checkouts.remove_all()
+    assert b  # the fixture's commits are the history below
