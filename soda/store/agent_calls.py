@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING
 
 from sqlite_utils import Database
 
-from soda.store.db import dumps, now
+from soda.store.db import dumps, insert, now
 
 if TYPE_CHECKING:
     from soda.llm.base import ModelResponse
@@ -27,7 +27,9 @@ def record(
     """Store one call in its own transaction; the raw response is kept as JSON."""
     usage = response.usage
     with db.conn:
-        db["agent_calls"].insert(
+        insert(
+            db,
+            "agent_calls",
             {
                 "run_id": run_id,
                 "iteration_id": iteration_id,
@@ -44,7 +46,7 @@ def record(
                 "cost_usd": cost_usd,
                 "stop_reason": response.stop_reason,
                 "response_json": dumps(response.raw),
-            }
+            },
         )
 
 

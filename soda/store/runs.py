@@ -9,7 +9,7 @@ from pydantic import BaseModel
 from sqlite_utils import Database
 
 from soda.contracts.outcomes import IterationOutcome, RunStatus
-from soda.store.db import dumps, now
+from soda.store.db import dumps, insert, now, update
 
 
 def start_run(db: Database, row: dict[str, Any]) -> int:
@@ -33,7 +33,7 @@ def next_iteration_number(db: Database) -> int:
 def start_iteration(db: Database, run_id: int, number: int) -> int:
     with db.conn:
         row = {"run_id": run_id, "number": number, "started_at": now(), "phase": "sense"}
-        return int(db["iterations"].insert(row).last_pk)
+        return insert(db, "iterations", row)
 
 
 def save_iteration(db: Database, iteration_id: int, columns: dict[str, Any]) -> None:
@@ -50,7 +50,7 @@ def save_iteration(db: Database, iteration_id: int, columns: dict[str, Any]) -> 
         for key, value in columns.items()
     }
     with db.conn:
-        db["iterations"].update(iteration_id, row)
+        update(db, "iterations", iteration_id, row)
 
 
 def record_halt(db: Database, row: dict[str, Any]) -> None:
