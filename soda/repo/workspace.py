@@ -53,7 +53,7 @@ def _git(repo: Repo, *args: str, stdin: str | None = None) -> str:
         with tempfile.TemporaryFile() as feed:  # GitPython takes a file as stdin
             feed.write(stdin.encode())
             feed.seek(0)
-            return repo.git.execute(command, istream=feed)  # type: ignore[call-overload,no-any-return]
+            return repo.git.execute(command, istream=feed)
     except git.GitCommandError as exc:
         raise GitError(f"git {' '.join(args)} failed: {exc.stderr.strip() or exc}") from exc
 
