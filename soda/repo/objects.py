@@ -16,6 +16,7 @@ back as `Undecided`, and the caller asks git itself.
 from __future__ import annotations
 
 import threading
+from collections import OrderedDict
 from dataclasses import dataclass
 from datetime import datetime, timedelta, timezone
 
@@ -145,8 +146,28 @@ Entry = tuple[int, str]
 """A tree entry's mode and object id."""
 
 
+_TREES: OrderedDict[str, dict[str, Entry]] = OrderedDict()
+_TREES_KEPT = 64
+"""Trees parsed lately, by id (a tree never changes): the previous tip's trees
+are this tip's "before" side, and a large directory is parsed once."""
+
+
 def tree_entries(repo: Repo, tree: str) -> dict[str, Entry]:
-    """Name -> (mode, id) of one tree's entries."""
+    """Name -> (mode, id) of one tree's entries (do not change the dict)."""
+    with _LOCK:
+        kept = _TREES.get(tree)
+        if kept is not None:
+            _TREES.move_to_end(tree)
+            return kept
+    entries = _parse_tree(repo, tree)
+    with _LOCK:
+        _TREES[tree] = entries
+        while len(_TREES) > _TREES_KEPT:
+            _TREES.popitem(last=False)
+    return entries
+
+
+def _parse_tree(repo: Repo, tree: str) -> dict[str, Entry]:
     data = read(repo, tree, "tree")
     entries: dict[str, Entry] = {}
     offset = 0

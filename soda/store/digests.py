@@ -17,6 +17,7 @@ FileRow = tuple[str, str, int, int, bool, str, str | None]
 """(path, shown, added, removed, binary, status, source): see soda.repo.digest.Row."""
 
 _COLUMNS = "path, shown, added, removed, binary, status, source"
+_BY_SOURCE = " INDEXED BY milestone_files_source"
 _BATCH = 500
 """Host parameters per statement (SQLite allows at least 999)."""
 
@@ -72,10 +73,11 @@ class DigestRows:
         rows: dict[str, FileRow] = {}
         for chunk in _chunks(paths):
             marks = ", ".join("?" for _ in chunk)
-            # `source IS NOT NULL` lets SQLite use the partial index on sources.
-            for column in ("path", "source IS NOT NULL AND source"):
+            # The partial index on sources, named: without statistics SQLite
+            # would rather walk every file of the digest.
+            for indexed, column in (("", "path"), (_BY_SOURCE, "source IS NOT NULL AND source")):
                 found = self.db.execute(
-                    f"SELECT {_COLUMNS} FROM milestone_files"
+                    f"SELECT {_COLUMNS} FROM milestone_files{indexed}"
                     f" WHERE digest_id = ? AND {column} IN ({marks})",
                     [digest, *chunk],
                 )

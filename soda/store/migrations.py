@@ -314,7 +314,8 @@ def m006_milestone_digest(db: Database) -> None:
 def m007_bounded_reads(db: Database) -> None:
     """Indexes for the reads every iteration makes, so that none of them reads a
     row per past iteration (bench/long_run.py --explain lists the costliest): a
-    run's recent iterations, the recently closed tasks, active learnings and
+    run's recent iterations, the milestone's root task, the recently closed
+    tasks, active learnings and
     known learning texts, the inputs a person's answers were applied in, the
     last pause or resume, where a run's (or a day's) model calls begin (their
     costs are then summed from there on, and the sums kept while no call is
@@ -326,6 +327,7 @@ def m007_bounded_reads(db: Database) -> None:
         """
         CREATE INDEX iterations_run_number ON iterations(run_id, number);
         CREATE INDEX tasks_closed ON tasks(milestone, status, closed_at, id);
+        CREATE INDEX tasks_parent ON tasks(milestone, parent_id);
         CREATE INDEX learnings_active ON learnings(active, id);
         CREATE INDEX learnings_text ON learnings(text);
         CREATE INDEX human_inputs_applied ON human_inputs(applied_iteration);

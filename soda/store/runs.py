@@ -147,8 +147,9 @@ def window_records(
 ) -> list[tuple[int, str | None, str | None, str | None, str | None]]:
     """number, intent, outcome, act_json and orient_json of run `run_id`'s last
     `window` iterations numbered below `before`, newest first. The JSON records
-    are read only for `outcomes`; the window is picked walking the run's index
-    backwards, so the cost does not grow with the run's age."""
+    are read only for `outcomes`; the window is picked walking the run's
+    (run_id, number) index backwards (numbers grow with ids), so the cost does
+    not grow with the run's age."""
     wanted = list(outcomes)
     marks = ", ".join("?" for _ in wanted) or "NULL"
     return db.execute(
@@ -156,7 +157,7 @@ def window_records(
         f" CASE WHEN outcome IN ({marks}) THEN act_json END,"
         f" CASE WHEN outcome IN ({marks}) THEN orient_json END"
         " FROM iterations WHERE id IN (SELECT id FROM iterations"
-        "  WHERE run_id = ? AND number < ? ORDER BY id DESC LIMIT ?)"
+        "  WHERE run_id = ? AND number < ? ORDER BY number DESC LIMIT ?)"
         " ORDER BY number DESC",
         [*wanted, *wanted, run_id, before, window],
     ).fetchall()
