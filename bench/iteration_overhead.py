@@ -1,230 +1,65 @@
-"""Per-iteration overhead of soda on a real, large repository, against plain git.
+"""Per-iteration overhead of soda on a real repository, against plain git doing the same work.
 
 Clones the repository (`git clone --shared`, into a temporary directory: nothing
-of it lands in this repository), sets soda up there with the scripted provider
-(the model takes no time) and `true` as the test command, and runs N iterations
-in which the executor makes a one-line change that the gate merges. Each
-iteration is timed, and the git processes soda starts are counted by a `git`
-shim put first on PATH (it logs its arguments and execs the real git; the bench
-only). The floor is plain git doing one full checkout of the same commit
-(`git worktree add`, median of 3). The first iteration creates the checkout
-pool and is shown apart; the goal is a median iteration <= 1.2x the floor.
+of it lands in this repository), sets soda up there with a model that takes no
+time (bench/harness.py) and `true` as the test command, and runs N iterations in
+which the executor writes one file that the gate merges. Interleaved with them,
+iteration by iteration (in rotating order), three floors do the same git work
+with plain git (see `harness.Floors`): one full checkout; the work in a fresh
+`git worktree add`; the work in kept worktrees. Every git process (soda's and
+the floors') is counted by a `git` shim first on PATH. The first iteration
+creates soda's checkout pool and is left out of the medians.
 
-    python bench/iteration_overhead.py [REPO] [-n 5] [--sandbox bwrap|none] [--calls]
+Goal: soda's median iteration <= 1.5x the kept-worktree floor.
 
-REPO is a git repository, bare or not, e.g. a clone of github.com/sympy/sympy
-(default: the SODA_BENCH_REPO environment variable).
+    python bench/iteration_overhead.py REPO [-n 20] [--files same|new] [--sandbox bwrap|none]
+
+REPO is a git repository, bare or not: a clone of github.com/pallets/flask or
+github.com/sympy/sympy (default: the SODA_BENCH_REPO environment variable).
 """
 
 from __future__ import annotations
 
 import argparse
-import collections
-import json
 import os
-import shlex
-import shutil
-import statistics
-import subprocess
 import sys
 import tempfile
 import time
 from pathlib import Path
 
-from soda.cli.init import init_project
-from soda.config import (
-    Config,
-    GateConfig,
-    LoopConfig,
-    ModelConfig,
-    ProjectConfig,
-    SandboxConfig,
-    load,
+from harness import (
+    Floors,
+    GitCalls,
+    Phases,
+    bench_model,
+    by_subcommand,
+    describe,
+    git,
+    loadavg,
+    median,
+    ms,
+    prepare,
+    rotated,
+    short,
 )
+
+from soda.config import load
 from soda.loop.run import Ending, run_iteration
 from soda.loop.session import Session
 
-DEFAULT_REPO = Path(os.environ.get("SODA_BENCH_REPO", "sympy"))
-BENCH_FILE = "SODA_BENCH.txt"
-SCRIPT = "state/bench-script.json"
-GOAL = 1.2
-
-
-def git(cwd: Path, *args: str) -> str:
-    return subprocess.run(
-        ["git", "-c", "user.name=bench", "-c", "user.email=bench@example.invalid", *args],
-        cwd=cwd,
-        check=True,
-        capture_output=True,
-        text=True,
-    ).stdout.strip()
-
-
-def submit(agent: str, data: dict) -> dict:
-    return {"agent": agent, "tool_calls": [{"name": "submit", "input": data}]}
-
-
-def iteration_script(n: int) -> list[dict]:
-    """One iteration: verify, assess (not met), plan one task, one edit, submit."""
-    task = {
-        "id": "a",
-        "task_id": None,
-        "title": f"Set the bench counter to {n}",
-        "description": f"{BENCH_FILE}: counter = {n}",
-        "depends_on": [],
-        "risk": "low",
-        "tool_hints": [],
-    }
-    return [
-        submit(
-            "verifier",
-            {
-                "checks": [],
-                "task_updates": [],
-                "learnings": [],
-                "summary": "checked",
-                "learning_verdicts": [],
-            },
-        ),
-        submit(
-            "assessor",
-            {"spec_satisfied": False, "confidence": "high", "gaps": [], "summary": "not yet"},
-        ),
-        submit(
-            "planner",
-            {
-                "actionable_work_exists": True,
-                "new_tasks": [],
-                "stuck_reason": None,
-                "learnings": [],
-                "iteration_plan": {
-                    # Distinct intents: the same intent three times is a loop (STUCK).
-                    "intent": f"bench iteration {n}",
-                    "approach": "one line",
-                    "tasks": [task],
-                },
-            },
-        ),
-        {
-            "agent": "executor",
-            "tool_calls": [
-                {
-                    "name": "edit_file",
-                    "input": {
-                        "path": BENCH_FILE,
-                        "old": f"counter = {n - 1}\n",
-                        "new": f"counter = {n}\n",
-                    },
-                }
-            ],
-        },
-        submit(
-            "executor",
-            {
-                "tasks_blocked": [],
-                "task_comments": [],
-                "new_subtasks": [],
-                "learnings": [],
-                "summary": f"counter = {n}",
-            },
-        ),
-    ]
-
-
-def git_shim(directory: Path, log: Path) -> Path:
-    """A directory holding a `git` that logs its argv to `log` (NUL-terminated: commit
-    messages span lines) and execs the real git."""
-    real = shutil.which("git")
-    if real is None:
-        sys.exit("git is not on PATH")
-    directory.mkdir(parents=True)
-    shim = directory / "git"
-    shim.write_text(
-        "#!/bin/sh\n"
-        f"printf '%s\\0' \"$*\" >> {shlex.quote(str(log))} 2>/dev/null\n"
-        f'exec {shlex.quote(real)} "$@"\n'
-    )
-    shim.chmod(0o755)
-    return directory
-
-
-def subcommand(line: str) -> str:
-    """The git subcommand of a logged argv (global options skipped)."""
-    words = line.split()
-    i = 0
-    while i < len(words):
-        word = words[i]
-        if word in ("-c", "-C", "--git-dir", "--work-tree"):
-            i += 2
-            continue
-        if word.startswith("-"):
-            i += 1
-            continue
-        if word == "rev-parse" and i + 1 < len(words):
-            what = words[-1]
-            if what.endswith("^{tree}"):
-                return "rev-parse COMMIT^{tree}"
-            return f"rev-parse {'SHA' if len(what) == 40 else what}"
-        if word in ("worktree", "status"):
-            return " ".join(words[i : i + 2])
-        return word
-    return "?"
-
-
-def cpu() -> float:
-    """CPU seconds used so far by this process and its waited-for children (git,
-    the jail, the tests): less sensitive than wall time to a busy machine."""
-    t = os.times()
-    return t.user + t.system + t.children_user + t.children_system
-
-
-def floor(repo: Path, commit: str, runs: int, tmp: Path) -> tuple[list[float], list[float]]:
-    """Wall and CPU seconds of plain `git worktree add`: one full checkout of `commit`."""
-    times, cpus = [], []
-    for n in range(runs):
-        path = tmp / f"floor-{n}"
-        c0, t0 = cpu(), time.perf_counter()
-        git(repo, "worktree", "add", "-q", "--detach", str(path), commit)
-        times.append(time.perf_counter() - t0)
-        cpus.append(cpu() - c0)
-        git(repo, "worktree", "remove", "--force", str(path))
-    return times, cpus
-
-
-def prepare(source: Path, target: Path, iterations: int, sandbox: str) -> str:
-    """Clone `source` to `target` and set soda up there; returns the base branch."""
-    subprocess.run(["git", "clone", "-q", "--shared", str(source), str(target)], check=True)
-    branch = git(target, "symbolic-ref", "--short", "HEAD")
-    config = Config(
-        project=ProjectConfig(base_branch=branch, test_command="true"),
-        model=ModelConfig(provider="scripted", script=SCRIPT, strong="scripted", fast="scripted"),
-        loop=LoopConfig(max_iterations=iterations + 1),
-        gate=GateConfig(),
-        sandbox=SandboxConfig(mode=sandbox),
-    )
-    init_project(target, config)
-    (target / BENCH_FILE).write_text("counter = 0\n")
-    responses = [r for n in range(1, iterations + 1) for r in iteration_script(n)]
-    (target / SCRIPT).write_text(json.dumps({"responses": responses}))
-    git(target, "add", "soda.toml", "specs", BENCH_FILE)
-    git(target, "commit", "-q", "-m", "soda bench setup")
-    return branch
+GOAL = 1.5
 
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("repo", nargs="?", type=Path, default=DEFAULT_REPO)
-    parser.add_argument("-n", "--iterations", type=int, default=5)
-    parser.add_argument("--floor-runs", type=int, default=3)
+    parser.add_argument("repo", nargs="?", type=Path, default=os.environ.get("SODA_BENCH_REPO"))
+    parser.add_argument("-n", "--iterations", type=int, default=20)
+    parser.add_argument("--files", choices=("same", "new"), default="same")
     parser.add_argument("--sandbox", choices=("bwrap", "none"), default="bwrap")
-    parser.add_argument("--calls", action="store_true", help="list git calls per iteration")
+    parser.add_argument("--calls", action="store_true", help="list soda's git calls per iteration")
     args = parser.parse_args()
-    if not (args.repo / "HEAD").is_file() and not (args.repo / ".git").exists():
-        print(
-            f"no git repository at {args.repo}: pass the path of a large repository "
-            "(a clone or a bare mirror), e.g. of github.com/sympy/sympy",
-            file=sys.stderr,
-        )
+    if args.repo is None or not ((args.repo / "HEAD").is_file() or (args.repo / ".git").exists()):
+        print("pass the path of a git repository (a clone or a bare mirror)", file=sys.stderr)
         return 2
 
     with tempfile.TemporaryDirectory(prefix="soda-overhead-") as tmp_name:
@@ -232,118 +67,97 @@ def main() -> int:
         target = tmp / "repo"
         t0 = time.perf_counter()
         branch = prepare(args.repo, target, args.iterations, args.sandbox)
-        commit = git(target, "rev-parse", "HEAD")
-        files = len(git(target, "ls-files").splitlines())
-        commits = git(target, "rev-list", "--count", "HEAD")
-        print(
-            f"repository: {args.repo} ({files:,} files, {int(commits):,} commits, "
-            f"branch {branch}); setup {time.perf_counter() - t0:.1f}s"
-        )
-        floors, floor_cpus = floor(target, commit, args.floor_runs, tmp)
-        floor_s, floor_cpu = statistics.median(floors), statistics.median(floor_cpus)
-        print(
-            f"floor: git worktree add, median {floor_s:.2f}s of {fmt(floors)} "
-            f"(cpu {floor_cpu:.2f}s)"
-        )
+        start = git(target, "rev-parse", "HEAD")
+        print(f"repository: {args.repo} ({describe(target)}, branch {branch})")
+        print(f"setup {time.perf_counter() - t0:.1f}s; load before: {loadavg()}")
+        floors = Floors(target, tmp, start, args.files)
+        counter = GitCalls(tmp / "git-shim")
+        counter.install()
 
-        log = tmp / "git-calls.log"
-        log.touch()
-        shims = git_shim(tmp / "shim", log)
-        os.environ["PATH"] = f"{shims}{os.pathsep}{os.environ.get('PATH', '')}"
-
-        def calls() -> list[str]:
-            return log.read_text().split("\0")[:-1]
-
-        t0 = time.perf_counter()
-        session = Session.open(load(target / "soda.toml"))
-        opened = time.perf_counter() - t0
-        open_calls = len(calls())
-        print(f"Session.open: {opened:.2f}s, {open_calls} git processes")
-        times: list[float] = []
-        cpus: list[float] = []
-        counts: list[int] = []
-        per_iteration: list[list[str]] = []
+        mark = counter.mark()
+        session = Session.open(load(target / "soda.toml"), model=bench_model(args.files))
+        print(f"Session.open: {len(counter.since(mark))} git processes")
+        phases = Phases()
+        session.events.subscribe(phases.listener)
+        soda: list[float] = []
+        split: list[dict[str, float]] = []
+        soda_calls: list[list[str]] = []
+        floor_times: dict[str, list[float]] = {name: [] for name in Floors.NAMES}
+        floor_calls: dict[str, list[int]] = {name: [] for name in Floors.NAMES}
         lines: list[str] = []
+        failed: list[str] = []
+
+        def soda_iteration() -> None:
+            phases.start()
+            before = counter.mark()
+            t0 = time.perf_counter()
+            result = run_iteration(session, lines.append)
+            end = time.perf_counter()
+            soda.append(end - t0)
+            split.append(phases.split(end))
+            soda_calls.append(counter.since(before))
+            if result.ending is not Ending.CONTINUE:
+                failed.append(f"iteration ended {result.ending.name}: {result.reason}")
+
+        def floor(name: str, n: int) -> None:
+            before = counter.mark()
+            floor_times[name].append(floors.run(name, n))
+            floor_calls[name].append(len(counter.since(before)))
+
         try:
-            for _ in range(args.iterations):
-                before = len(calls())
-                c0, t0 = cpu(), time.perf_counter()
-                result = run_iteration(session, lines.append)
-                times.append(time.perf_counter() - t0)
-                cpus.append(cpu() - c0)
-                logged = calls()[before:]
-                counts.append(len(logged))
-                per_iteration.append(logged)
-                if result.ending is not Ending.CONTINUE:
+            for n in range(1, args.iterations + 1):
+                steps = [soda_iteration] + [
+                    lambda name=name, n=n: floor(name, n)  # type: ignore[misc]
+                    for name in Floors.NAMES
+                ]
+                for step in rotated(steps, n):
+                    step()
+                if failed:
                     print("\n".join(lines[-8:]), file=sys.stderr)
-                    print(f"iteration ended {result.ending.name}: {result.reason}", file=sys.stderr)
+                    print(failed[0], file=sys.stderr)
                     return 1
             outcomes = [
                 row[0]
                 for row in session.db.execute("SELECT outcome FROM iterations ORDER BY number")
             ]
         finally:
-            before = len(calls())
-            t0 = time.perf_counter()
-            session.finish_run("stopped", "bench finished")
-            closed = time.perf_counter() - t0
-            close_calls = len(calls()) - before
+            session.finish_run("stopped", "bench finished")  # type: ignore[arg-type]
         if outcomes != ["merged"] * args.iterations:
             print(f"not every iteration merged: {outcomes}", file=sys.stderr)
             return 1
-        print(f"finish_run (pool removed): {closed:.2f}s, {close_calls} git processes")
 
-        for n, (seconds, used, count) in enumerate(zip(times, cpus, counts, strict=True), 1):
-            print(f"iteration {n}: {seconds:.2f}s (cpu {used:.2f}s), {count} git processes")
-        if args.calls:
-            for n, logged in enumerate(per_iteration, 1):
-                print(f"-- iteration {n} git calls:")
-                for line in logged:
-                    print(f"   git {_short(line)}")
-        steady = times[1:] or times
-        median = statistics.median(steady)
-        ratio = median / floor_s
+        steady = slice(1, None) if args.iterations > 1 else slice(None)
+        soda_s = median(soda[steady])
+        counts = [len(c) for c in soda_calls[steady]]
+        print(f"load after: {loadavg()}")
         print()
         print(
-            f"first iteration (creates the pool): {times[0]:.2f}s (cpu {cpus[0]:.2f}s), "
-            f"{counts[0]} git processes"
+            f"first iteration (creates the pool): {ms(soda[0])}, {len(soda_calls[0])} git processes"
         )
         print(
-            f"per iteration (median of iterations 2..{args.iterations}): {median:.2f}s "
-            f"(cpu {statistics.median(cpus[1:] or cpus):.2f}s), "
-            f"{statistics.median(counts[1:] or counts):.0f} git processes"
+            f"soda per iteration (median of iterations 2..{args.iterations}): {ms(soda_s)}, "
+            f"{median(counts):.0f} git processes"
         )
-        print(f"floor (one full checkout): {floor_s:.2f}s (cpu {floor_cpu:.2f}s)")
-        verdict = "ok" if ratio <= GOAL else "over"
-        print(f"ratio: {ratio:.2f}x (goal <= {GOAL}x: {verdict})")
-        by_kind = collections.Counter(
-            subcommand(line) for logged in per_iteration[1:] for line in logged
-        )
-        if by_kind:
-            steady_n = max(1, len(per_iteration) - 1)
-            shown = ", ".join(f"{k} {v / steady_n:g}" for k, v in by_kind.most_common())
-            print(f"git per iteration by subcommand: {shown}")
+        for phase in ("sense", "orient", "act"):
+            values = [s[phase] for s in split[steady] if s]
+            print(f"  {phase:6} median {ms(median(values))}")
+        print(f"  git processes by subcommand: {by_subcommand(soda_calls[steady])}")
+        for name in Floors.NAMES:
+            floor_s = median(floor_times[name][steady])
+            ratio = soda_s / floor_s
+            print(
+                f"floor {name:8}: {ms(floor_s)}, {median(floor_calls[name]):.0f} git processes; "
+                f"soda / floor = {ratio:.2f}x"
+            )
+        ratio = soda_s / median(floor_times["kept"][steady])
+        verdict = "ok" if ratio <= GOAL else f"over by {ratio / GOAL:.2f}x"
+        print(f"overhead over the kept-worktree floor: {ratio:.2f}x (goal <= {GOAL}x: {verdict})")
+        if args.calls:
+            for n, logged in enumerate(soda_calls, 1):
+                print(f"-- iteration {n} git calls:")
+                for line in logged:
+                    print(f"   git {short(line)}")
         return 0
-
-
-def _short(line: str) -> str:
-    """A logged argv without soda's `-c` options, on one line."""
-    words = line.replace("\n", " ").split(" ")
-    kept = []
-    skip = False
-    for word in words:
-        if skip:
-            skip = False
-            continue
-        if word == "-c":
-            skip = True
-            continue
-        kept.append(word)
-    return " ".join(kept)[:200]
-
-
-def fmt(values: list[float]) -> str:
-    return ", ".join(f"{v:.2f}" for v in values)
 
 
 if __name__ == "__main__":

@@ -17,12 +17,16 @@ import sys
 import time
 from pathlib import Path
 
+from git import Repo
+
 from soda.cli.demo import SCRIPT_PATH, prepare
 from soda.config import load
 from soda.events import Events
 from soda.loop.recovery import recover
+from soda.repo import digest
 from soda.repo.git import open_repo
 from soda.store import open_db
+from soda.store.digests import DigestRows
 from soda.system.lock import acquire_lock, release_lock
 from tests.conftest import git, wait_for
 from tests.test_daemon import DEMO, query
@@ -129,6 +133,23 @@ def assert_nothing_left(root: Path, where: str) -> None:
         assert recorded.get(number) == ("merged", sha), (where, number, recorded.get(number))
     merges = {n for n, (outcome, commit) in recorded.items() if outcome == "merged" or commit}
     assert merges == set(landed), (where, merges, landed)
+    assert_digest_correct(root, where)
+
+
+def assert_digest_correct(root: Path, where: str) -> None:
+    """The milestone digest SENSE keeps (soda.repo.digest), however the kill left it,
+    advances to what a rebuild from git alone says."""
+    rows = query(root, "SELECT base_commit FROM runs WHERE base_commit IS NOT NULL LIMIT 1")
+    if not rows:
+        return
+    base = rows[0][0]
+    head = git(root, "rev-parse", "soda/spec")
+    store = DigestRows(open_db(root / "state" / "soda.db"), "soda/spec", base)
+    kept = digest.refresh(Repo(root), store, base, head, 10)
+    fresh = DigestRows(open_db(root / "state" / "fresh-digest.db"), "soda/spec", base)
+    rebuilt = digest.rebuild(Repo(root), fresh, base, head, 10)
+    assert kept.state() == rebuilt.state(), where
+    assert sorted(store.top(10**6)) == sorted(fresh.top(10**6)), where
 
 
 def test_kill9_at_random_points_leaves_nothing_behind(tmp_path: Path) -> None:

@@ -7,6 +7,8 @@ algorithm). Both phases use this module; neither imports the other.
 
 from __future__ import annotations
 
+from collections.abc import Container
+
 from soda.contracts import IterationPlan, PlanTask
 from soda.errors import StructuralError
 
@@ -15,7 +17,7 @@ DEFAULT_MAX_TASKS = 8
 
 
 def plan_problems(
-    plan: IterationPlan, known_task_ids: set[int], max_tasks: int = DEFAULT_MAX_TASKS
+    plan: IterationPlan, known_task_ids: Container[int], max_tasks: int = DEFAULT_MAX_TASKS
 ) -> list[str]:
     """Semantic checks the schema cannot express: at most `max_tasks` tasks, unique
     keys, known dependencies, known Trace tasks, no cycles."""

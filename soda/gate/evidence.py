@@ -11,11 +11,12 @@ import json
 from pathlib import Path
 from typing import Any
 
-from git import Git, GitCommandError, Repo
+from git import GitCommandError, Repo
 from sqlite_utils import Database
 
 from soda.contracts import LastAct, TaskAttempt, TestFailure, TestsBrief
 from soda.gate.runner import TestReport
+from soda.repo.workspace import tree_of
 from soda.store import runs, test_results
 
 MAX_FAILING = 10
@@ -57,10 +58,10 @@ def tests_brief(report: TestReport, commit: str) -> TestsBrief:
     )
 
 
-def tip_tests(db: Database, git: Git, head: str) -> TestsBrief | None:
+def tip_tests(db: Database, repo: Repo, head: str) -> TestsBrief | None:
     """The newest test run on the tip's tree (the gate's, DONE's or run_tests'):
     results are cached by tree, so one indexed lookup finds them."""
-    found = test_results.latest_for_tree(db, git.rev_parse(f"{head}^{{tree}}"))
+    found = test_results.latest_for_tree(db, tree_of(repo, head))
     if found is None:
         return None
     commit, report = found

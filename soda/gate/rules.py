@@ -29,6 +29,8 @@ from pathlib import PurePosixPath
 from git import Repo
 
 from soda.gate.runner import TestReport
+from soda.repo import objects
+from soda.repo.workspace import tree_of
 
 SHOWN = 5
 
@@ -198,9 +200,9 @@ def infrastructure_changes(repo: Repo, old: str, new: str, protected: list[str])
     reports: conftest.py, pytest/tox/nox configuration (the pytest and tox
     sections of pyproject.toml and setup.cfg), files shadowing the runner's own
     modules, and what `gate.protected` lists."""
-    changed = repo.git.diff("--name-only", "--no-renames", "-z", old, new).split("\0")
+    changed = changed_files(repo, old, new)
     hits = []
-    for path in filter(None, changed):
+    for path in changed:
         pure = PurePosixPath(path)
         top = pure.parts[0].removesuffix(".py")
         if (
@@ -214,19 +216,42 @@ def infrastructure_changes(repo: Repo, old: str, new: str, protected: list[str])
             repo, old, path
         ) != _test_sections(repo, new, path):
             hits.append(f"{path} (test runner section)")
-    hits += _report_tampering(repo, old, new)
+    hits += _report_tampering(repo, old, new, [p for p in changed if _is_code(p)])
     return tuple(dict.fromkeys(hits))
 
 
-def _report_tampering(repo: Repo, old: str, new: str) -> list[str]:
-    """Changed files whose added lines mention the runner's or the report's machinery."""
-    diff = repo.git.diff("-U0", "--no-renames", "--no-ext-diff", "--no-textconv", old, new)
+def changed_files(repo: Repo, old: str, new: str) -> list[str]:
+    """The paths `git diff --name-only --no-renames old new` lists, in its order,
+    from the object database (no git process); git's own answer when the object
+    database cannot give it."""
+    try:
+        trees = tree_of(repo, old), tree_of(repo, new)
+        return [c.path for c in objects.changed_paths(repo, *trees, limit=100_000)]
+    except objects.Undecided:
+        listed = repo.git.diff("--name-only", "--no-renames", "-z", old, new)
+        return [path for path in listed.split("\0") if path]
+
+
+def _is_code(path: str) -> bool:
+    return PurePosixPath(path).suffix in CODE_SUFFIXES
+
+
+def _report_tampering(repo: Repo, old: str, new: str, code: list[str]) -> list[str]:
+    """Changed files whose added lines mention the runner's or the report's
+    machinery: only code files can act on them (prose may mention the words), so
+    only those are diffed, and no diff runs when none changed."""
+    if not code:
+        return []
+    diff = repo.git.diff(
+        "-U0", "--no-renames", "--no-ext-diff", "--no-textconv", old, new, "--",
+        *(f":(literal){path}" for path in code),
+    )  # fmt: skip
     hits: dict[str, set[str]] = {}
     path = ""
     for line in diff.splitlines():
         if line.startswith("+++ "):
             path = line[6:] if line.startswith("+++ b/") else ""
-            if PurePosixPath(path).suffix not in CODE_SUFFIXES:
+            if not _is_code(path):
                 path = ""  # prose may mention these words; only code can act on them
         elif line.startswith("+") and path:
             found = {token for token in REPORT_TOKENS if token in line}
@@ -236,9 +261,8 @@ def _report_tampering(repo: Repo, old: str, new: str) -> list[str]:
 
 
 def _test_sections(repo: Repo, commit: str, path: str) -> object:
-    try:
-        text = repo.git.show(f"{commit}:{path}")
-    except Exception:  # the file does not exist at that commit
+    text = _file_text(repo, commit, path)
+    if text is None:  # the file does not exist at that commit
         return None
     try:
         if path.endswith(".toml"):
@@ -255,8 +279,48 @@ def _test_sections(repo: Repo, commit: str, path: str) -> object:
         return ("unreadable", text)  # compared as text: any change counts
 
 
+def _file_text(repo: Repo, commit: str, path: str) -> str | None:
+    """The text of `path` at `commit` (`git show commit:path`), None when there is
+    no such file; from the object database, git when that cannot say."""
+    try:
+        entry = objects.entry_at(repo, tree_of(repo, commit), path)
+        if entry is None:
+            return None
+        if entry[0] != objects.TREE_MODE:
+            text = objects.read(repo, entry[1], "blob").decode("utf-8", errors="replace")
+            return text.removesuffix("\n")  # as GitPython gives git's output
+    except objects.Undecided:
+        pass
+    try:
+        return str(repo.git.show(f"{commit}:{path}"))
+    except Exception:  # the file does not exist at that commit
+        return None
+
+
 def own_modules(repo: Repo, commit: str) -> frozenset[str]:
-    """The project's top-level Python modules at `commit` (flat and src layouts)."""
+    """The project's top-level Python modules at `commit` (flat and src layouts):
+    read from the top of the tree and the directories there (no git process)."""
+    try:
+        names = set()
+        top = objects.tree_entries(repo, tree_of(repo, commit))
+        layers = [top]
+        if "src" in top and top["src"][0] == objects.TREE_MODE:
+            layers.append(objects.tree_entries(repo, top["src"][1]))
+        for entries in layers:
+            for name, (mode, sha) in entries.items():
+                if mode != objects.TREE_MODE:
+                    if name.endswith(".py"):
+                        names.add(name.removesuffix(".py"))
+                else:
+                    init = objects.tree_entries(repo, sha).get("__init__.py")
+                    if init is not None and init[0] != objects.TREE_MODE:
+                        names.add(name)
+        return frozenset(names - NOT_PROJECT_MODULES - {"src"})
+    except objects.Undecided:
+        return _own_modules_from_git(repo, commit)
+
+
+def _own_modules_from_git(repo: Repo, commit: str) -> frozenset[str]:
     names = set()
     for path in repo.git.ls_tree("-r", "--name-only", "-z", commit).split("\0"):
         parts = PurePosixPath(path).parts

@@ -125,11 +125,19 @@ def report_kind(config: Config) -> str:
 
 
 def run_tests(
-    config: Config, jail: Jail, checkout: Path, own_modules: frozenset[str] = frozenset()
+    config: Config,
+    jail: Jail,
+    checkout: Path,
+    own_modules: frozenset[str] = frozenset(),
+    sealed: bool = False,
 ) -> TestReport:
     """Run the test command on `checkout` (a clean checkout) in the jail.
     `own_modules` are the project's top-level Python modules; an import of one
-    of them from outside the checkout is reported in `foreign_imports`."""
+    of them from outside the checkout is reported in `foreign_imports`.
+    `sealed`: the run cannot change the checkout (`Jail.can_seal`); never with
+    `gate.junit`, whose report is read from the checkout."""
+    if sealed and report_kind(config) == "junit":
+        raise ValueError("a gate.junit report is written into the checkout: no sealed run")
     kind = report_kind(config)
     # Where the checkout's files appear to the tests: the repository's own path
     # in the jail, the checkout itself without one.
@@ -167,6 +175,7 @@ def run_tests(
             output_limit=config.act.output_limit,
             extra_env=env,
             writable=[reports],
+            sealed=sealed,
         )
         parsed = _parse_junit(xml_path, nonce) if kind != "exit-code" else None
         foreign = (

@@ -19,6 +19,7 @@ its model's context window (`soda.loop.fit`).
 
 from __future__ import annotations
 
+from collections.abc import Container
 from typing import Any, TypeVar
 
 from soda.agent.definition import Agent, load_agent
@@ -52,6 +53,7 @@ from soda.loop.rules_text import tests_and_merges
 from soda.loop.session import Session
 from soda.repo.workspace import branch_head
 from soda.store import learnings
+from soda.store.tasks import TaskIds
 from soda.tools import read_only_tools
 from soda.tools.sandbox import Sandbox
 from soda.tools.toolbox import Suspended
@@ -81,7 +83,7 @@ def orient(session: Session, it: Iteration, claims: Claims) -> Orientation:
     # ask_human: ORIENT stops for the answer. Only for the agents that plan.
     planning = checking.extended(orient_ask_tools(session, it))
     inputs = {"spec": session.spec_text(), "claims": claims, **person_answers(session.db)}
-    known = {task.id for task in session.tracker.list()}
+    known = TaskIds(session.db, session.milestone.name)  # one lookup per id a plan names
     choice = planning_mode.choose(session, it, claims)  # [loop] planning: a DAG or one task
     for_planner = {
         "tests_and_merges": tests_and_merges(session.config, "planner"),
@@ -106,7 +108,7 @@ def _tip_tests(session: Session, tip: str) -> tuple[TestReport, bool]:
 
 
 def _single(
-    session: Session, it: Iteration, inputs: Inputs, tools: Toolset, known: set[int]
+    session: Session, it: Iteration, inputs: Inputs, tools: Toolset, known: Container[int]
 ) -> Orientation:
     return _until_valid(session, it, load_agent("orienter", Orientation), inputs, tools, known)
 
@@ -116,7 +118,7 @@ def _split(
     it: Iteration,
     inputs: Inputs,
     tools: tuple[Toolset, Toolset],
-    known: set[int],
+    known: Container[int],
     for_planner: Inputs,
 ) -> Orientation:
     """Verifier, assessor, then planner. `tools`: the checking agents' (no
@@ -153,7 +155,7 @@ def _split(
 
 
 def _plan(
-    session: Session, it: Iteration, inputs: Inputs, tools: Toolset, known: set[int]
+    session: Session, it: Iteration, inputs: Inputs, tools: Toolset, known: Container[int]
 ) -> Planning:
     return _until_valid(session, it, load_agent("planner", Planning), inputs, tools, known)
 
@@ -164,7 +166,7 @@ def _until_valid(
     agent: Agent[Plans],
     inputs: Inputs,
     tools: Toolset,
-    known: set[int],
+    known: Container[int],
 ) -> Plans:
     """Run the agent that plans until its plan passes the semantic checks: the
     problems go back to it, at most PLAN_REPAIRS times in all, then HALT."""
@@ -190,7 +192,7 @@ def _with_problems(inputs: Inputs, problems: list[str]) -> Inputs:
 
 
 def _problems(
-    session: Session, it: Iteration, plan: IterationPlan | None, known: set[int], attempt: int
+    session: Session, it: Iteration, plan: IterationPlan | None, known: Container[int], attempt: int
 ) -> list[str]:
     """What is wrong with a plan (none for no plan); a rejection is an event."""
     if plan is None:

@@ -38,6 +38,7 @@ def sense_input(session: Session, number: int) -> SenseInput:
         iteration_in_run=session.iterations_in_run,
         config=session.config,
         db=session.db,
+        repo=session.repo,
     )
 
 

@@ -27,11 +27,13 @@ from soda.contracts import (
     WorkClaims,
 )
 from soda.contracts.outcomes import LOOP_OUTCOMES, TaskStatus
-from soda.gate.evidence import diffstat, json_object, last_act, tip_tests
+from soda.gate.evidence import json_object, last_act, tip_tests
 from soda.human import for_orient, paused
 from soda.human.write import describe
+from soda.repo import digest
 from soda.repo.workspace import branch_head
 from soda.store import agent_calls, learnings, runs
+from soda.store.digests import DigestRows
 from soda.trace import SqliteTracker, Task
 
 # The caps are small on purpose: a young history fills most of them, so what
@@ -63,6 +65,9 @@ class SenseInput:
     iteration_in_run: int
     config: Config
     db: Database
+    repo: Repo | None = None
+    """The session's repository: its object reader stays open between iterations
+    (soda.repo.objects). None: opened from `repo_path`."""
 
 
 def sense(inp: SenseInput) -> Claims:
@@ -75,30 +80,30 @@ def sense(inp: SenseInput) -> Claims:
 
 
 def code_claims(inp: SenseInput) -> CodeClaims:
-    repo = Repo(inp.repo_path, search_parent_directories=True)
-    git = repo.git
-    # The head is read from the ref files (no git process), and every query below
+    repo = inp.repo or Repo(inp.repo_path, search_parent_directories=True)
+    # The head is read from the ref files (no git process), and everything below
     # names it rather than the branch: one consistent snapshot of the milestone.
     head = branch_head(repo, inp.milestone_branch)
-    span = f"{inp.base_commit}..{head}"
-    log = git.log(span, f"-{MAX_COMMITS}", "--format=%H%x1f%s%x1f%an%x1f%aI")
+    # The commits and the diffstat since the base come from the stored digest,
+    # advanced by what changed since the last SENSE (soda.repo.digest): the cost
+    # follows the change, not the milestone's age.
+    store = DigestRows(inp.db, inp.milestone_branch, inp.base_commit)
+    found = digest.refresh(repo, store, inp.base_commit, head, MAX_COMMITS)
     commits = [
-        Commit(sha=sha[:10], subject=s, author=a, date=d)
-        for sha, s, a, d in (line.split("\x1f") for line in log.splitlines() if line)
+        Commit(sha=c["sha"][:10], subject=c["subject"], author=c["author"], date=c["date"])
+        for c in found.recent
     ]
-    # Fewer than the cap: the log listed them all, no count needed.
-    total = len(commits) if len(commits) < MAX_COMMITS else int(git.rev_list("--count", span))
-    files, stat = diffstat(git.diff("--numstat", span), MAX_FILES)
+    files, stat = digest.diffstat(found, store.top(MAX_FILES), MAX_FILES)
     return CodeClaims(
         branch=inp.milestone_branch,
         head=head,
         base_commit=inp.base_commit,
-        uncommitted=_uncommitted(git),
+        uncommitted=_uncommitted(repo.git),
         commits=commits,
-        commits_total=total,
-        files_changed=files[:MAX_FILES],
+        commits_total=found.commits_total,
+        files_changed=files,
         diffstat=stat,
-        tests=tip_tests(inp.db, git, head),
+        tests=tip_tests(inp.db, repo, head),
     )
 
 

@@ -2,7 +2,8 @@
 nothing new makes no model call.
 
 The fingerprint hashes the spec's content, the milestone branch's tip, the
-pending human inputs and the state of every task of the milestone. The loop
+pending human inputs and the version of the milestone's tasks (it changes with
+every task added, removed or given another status). The loop
 stores it on each iteration as the iteration ends (after soda's own writes: the
 spec text a `spec_change` wrote, the tasks it settled, the merge it landed), so
 those writes never wake it: a wake computes the fingerprint again and, when it is
@@ -18,7 +19,9 @@ import hashlib
 from typing import TYPE_CHECKING
 
 from soda.contracts.outcomes import SETTLED, UNFINISHED
+from soda.repo.workspace import branch_head
 from soda.store import budgets as rows
+from soda.store import tasks
 
 if TYPE_CHECKING:
     from soda.loop.session import Session
@@ -32,13 +35,13 @@ def fingerprint(session: Session) -> str:
     except OSError as exc:  # a missing spec is a state too (SENSE will say so)
         spec = f"unreadable: {exc.strerror}".encode()
     digest.update(b"spec\0" + hashlib.sha256(spec).digest())
-    branch = session.milestone.branch
-    tip = session.repo.git.rev_parse("--verify", "-q", f"refs/heads/{branch}")
+    tip = branch_head(session.repo, session.milestone.branch)  # the ref files: no git process
     digest.update(f"\0tip\0{tip}".encode())
     for item in session.human.pending():
         digest.update(f"\0input\0{item.id}".encode())
-    for task in session.tracker.list():
-        digest.update(f"\0task\0{task.id}:{task.status}".encode())
+    # Not every task's status: a version the store bumps whenever a task of the
+    # milestone is added or removed or changes status (one row, whatever the age).
+    digest.update(f"\0tasks\0{tasks.version(session.db, session.milestone.name)}".encode())
     return digest.hexdigest()
 
 

@@ -1,7 +1,9 @@
 """The repository soda works on: git with soda's options (`git.py`), worktrees,
 branches and the compare-and-swap landing (`workspace.py`), the pool of
 checkouts agents and the gate use (`checkouts.py`), the milestone's name and
-branch (`milestone.py`).
+branch (`milestone.py`), objects read without a git process each
+(`objects.py`), and the milestone's digest since its base, advanced merge by
+merge for SENSE (`digest.py`).
 
 May import: config, errors, system.
 """

@@ -82,9 +82,13 @@ class Checkouts:
             fork_point = branch_head(self.repo, milestone_branch)
             path = self._ensure(name, fork_point)
             with self._lock:
-                fresh = self._clean.pop(name, None) == fork_point
+                clean = self._clean.pop(name, None) is not None
+            # A clean checkout of any commit is a clean checkout of the fork
+            # point after a forced checkout: git rewrites every tracked file that
+            # differs, removes those the fork point lacks, and nothing else is
+            # there. Only a tree something ran in (or nobody vouches for) is cleaned.
             self._in(path, "checkout", "-q", "--force", "-B", branch, fork_point)
-            if not fresh:
+            if not clean:
                 self._in(path, "clean", "-q", "-ffdx")
         except BaseException:
             with self._lock:
@@ -94,23 +98,34 @@ class Checkouts:
             self.repo, path, branch, milestone_branch, fork_point, known_head=fork_point
         )
 
-    def release(self, ws: Workspace) -> None:
+    def release(self, ws: Workspace, clean: bool = False) -> None:
         """End a task's use of its work tree: detach it, delete its branch, and
         give the tree back to the pool. Never raises (it runs in a `finally`).
+        `clean`: the caller vouches that the tree is a clean checkout of its head
+        (nothing ran there, everything written is committed), so the next `work`
+        needs no `git clean`.
 
         Detaching only rewrites HEAD: the files stay as they are, the next `work`
-        checks out over them and cleans."""
+        checks out over them (and cleans, unless vouched for)."""
+        head: str | None = None
         try:
-            self._in(ws.path, "update-ref", "--no-deref", "HEAD", ws.head())
+            head = ws.head()
+            if not _detach(ws.path, head):
+                self._in(ws.path, "update-ref", "--no-deref", "HEAD", head)
         except (GitError, OSError):
+            head = None
             with contextlib.suppress(GitError, OSError):
                 self._in(ws.path, "checkout", "-q", "--force", "--detach")
-        with contextlib.suppress(GitError):
-            _git(self.repo, "branch", "-D", ws.branch)
+        if not ws.branch_deleted:
+            with contextlib.suppress(GitError):
+                # Not `branch -D`, which also rewrites .git/config: the branch has none.
+                _git(self.repo, "update-ref", "-d", f"refs/heads/{ws.branch}")
         with self._lock:
             self._busy.pop(ws.path.name, None)
             self._kept.discard(ws.path.name)
             self._clean.pop(ws.path.name, None)
+            if clean and head is not None:
+                self._clean[ws.path.name] = head
 
     def keep(self, ws: Workspace) -> None:
         """Keep `ws` (its tree and branch) for a task that waits for a person's
@@ -185,3 +200,23 @@ class Checkouts:
 
 
 _ADDING = threading.Lock()
+
+
+def _detach(path: Path, commit: str) -> bool:
+    """Point the worktree's HEAD at `commit` (detached) by writing its HEAD file
+    the way git does (a `HEAD.lock` renamed over it), without a git process.
+    False when the worktree's files are not the plain layout this expects."""
+    try:
+        pointer = (path / ".git").read_text(encoding="utf-8")
+        if not pointer.startswith("gitdir: ") or not is_sha(commit):
+            return False
+        head = path / pointer[8:].strip() / "HEAD"
+        if not head.is_file():
+            return False
+        lock = head.with_name("HEAD.lock")
+        with lock.open("x", encoding="ascii") as fh:  # git's own lock: exclusive create
+            fh.write(commit + "\n")
+        lock.replace(head)
+    except OSError:
+        return False
+    return True

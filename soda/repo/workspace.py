@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import contextlib
 import re
+import tempfile
 import threading
 from collections import OrderedDict
 from dataclasses import dataclass, field
@@ -28,6 +29,7 @@ from git import Repo
 from git.refs.symbolic import SymbolicReference
 
 from soda.errors import GitError
+from soda.repo import objects
 from soda.repo.git import SODA_IDENTITY
 
 _SHA = re.compile(r"[0-9a-f]{40}")
@@ -43,9 +45,15 @@ one of them started (it packs refs) could make another's ref update fail. The
 person's own git commands still collect garbage as configured."""
 
 
-def _git(repo: Repo, *args: str) -> str:
+def _git(repo: Repo, *args: str, stdin: str | None = None) -> str:
+    command = ["git", *SODA_IDENTITY, *NO_AUTO_GC, *args]
     try:
-        return str(repo.git.execute(["git", *SODA_IDENTITY, *NO_AUTO_GC, *args]))
+        if stdin is None:
+            return str(repo.git.execute(command))
+        with tempfile.TemporaryFile() as feed:  # GitPython takes a file as stdin
+            feed.write(stdin.encode())
+            feed.seek(0)
+            return repo.git.execute(command, istream=feed)
     except git.GitCommandError as exc:
         raise GitError(f"git {' '.join(args)} failed: {exc.stderr.strip() or exc}") from exc
 
@@ -69,13 +77,33 @@ def branch_head(repo: Repo, branch: str) -> str:
 
 def tree_of(repo: Repo, commit: str) -> str:
     """The tree id of `commit`. Remembered per commit id (a commit's tree never
-    changes), so a commit soda made or tested costs no further git process."""
+    changes); read from the object database (soda.repo.objects), `git rev-parse`
+    when that cannot say."""
     with _TREES_LOCK:
         tree = _TREES.get(commit)
     if tree is None:
-        tree = _git(repo, "rev-parse", f"{commit}^{{tree}}")
+        try:
+            tree = objects.tree_of(repo, commit) if is_sha(commit) else ""
+        except objects.Undecided:
+            tree = ""
+        tree = tree or _git(repo, "rev-parse", f"{commit}^{{tree}}")
         _remember_tree(commit, tree)
     return tree
+
+
+def worktree_head(repo: Repo, path: Path) -> str | None:
+    """The commit a worktree's HEAD names, read from its files (`.git` names the
+    worktree's git directory, its HEAD a branch or a commit); None when they do
+    not say plainly."""
+    with contextlib.suppress(OSError, ValueError):
+        pointer = (path / ".git").read_text(encoding="utf-8")
+        if pointer.startswith("gitdir: "):
+            head = (path / pointer[8:].strip() / "HEAD").read_text(encoding="utf-8").strip()
+            if is_sha(head):
+                return head
+            if head.startswith("ref: refs/heads/"):
+                return branch_head(repo, head.removeprefix("ref: refs/heads/"))
+    return None
 
 
 def _remember_tree(commit: str, tree: str) -> None:
@@ -100,13 +128,18 @@ class Workspace:
     """The branch's head when soda knows it (it made it); None: ask git."""
     milestone_head: str | None = field(default=None, init=False)
     """The milestone head `catch_up` last merged (what `prepare_merge` merges against)."""
+    branch_deleted: bool = field(default=False, init=False)
+    """`land` deleted the branch with the merge that took its work (one ref
+    transaction); the pool then has nothing to delete."""
 
     def head(self) -> str:
         """The work branch's head: known without git while only soda moves it
         (creation, `commit_all`, `reset_to`), read from git otherwise."""
         if self.known_head is None:
-            head, tree = self._in("rev-parse", "HEAD", "HEAD^{tree}").split()
-            _remember_tree(head, tree)
+            head = worktree_head(self.repo, self.path)
+            if head is None:
+                head, tree = self._in("rev-parse", "HEAD", "HEAD^{tree}").split()
+                _remember_tree(head, tree)
             self.known_head = head
         return self.known_head
 
@@ -183,23 +216,46 @@ def prepare_merge(ws: Workspace, message: str) -> tuple[str, str]:
     repo = ws.repo
     milestone_head = ws.milestone_head or branch_head(repo, ws.milestone_branch)
     work_head = ws.head()
-    try:
-        _git(repo, "merge-base", "--is-ancestor", milestone_head, work_head)
-    except GitError:
-        raise GitError(
-            f"{ws.branch} does not contain {ws.milestone_branch}; refusing to merge"
-        ) from None
+    if not contains(repo, work_head, milestone_head):
+        raise GitError(f"{ws.branch} does not contain {ws.milestone_branch}; refusing to merge")
     tree = tree_of(repo, work_head)
     commit = _git(repo, "commit-tree", tree, "-p", milestone_head, "-p", work_head, "-m", message)
     _remember_tree(commit, tree)
     return commit, milestone_head
 
 
-def land(repo: Repo, branch: str, commit: str, expected: str) -> None:
-    """Move `branch` to `commit` only if it still points at `expected`
-    (compare-and-swap); GitError, nothing moved, if it does not."""
+def contains(repo: Repo, head: str, commit: str) -> bool:
+    """Whether `commit` is `head` or one of its ancestors: a short walk of the
+    object database (a work branch holds the milestone head a few commits down),
+    `git merge-base --is-ancestor` when the walk cannot tell."""
     try:
-        _git(repo, "update-ref", f"refs/heads/{branch}", commit, expected)
+        return objects.is_ancestor(repo, commit, head)
+    except objects.Undecided:
+        pass
+    try:
+        _git(repo, "merge-base", "--is-ancestor", commit, head)
+    except GitError:
+        return False
+    return True
+
+
+def land(
+    repo: Repo, branch: str, commit: str, expected: str, delete: Workspace | None = None
+) -> None:
+    """Move `branch` to `commit` only if it still points at `expected`
+    (compare-and-swap); GitError, nothing moved, if it does not. `delete`: the
+    workspace whose work this merge lands; its branch is deleted in the same
+    ref transaction (one git process for both; both happen or neither)."""
+    try:
+        if delete is None:
+            _git(repo, "update-ref", f"refs/heads/{branch}", commit, expected)
+        else:
+            _git(
+                repo, "update-ref", "--stdin",
+                stdin=f"update refs/heads/{branch} {commit} {expected}\n"
+                f"delete refs/heads/{delete.branch}\n",
+            )  # fmt: skip
+            delete.branch_deleted = True
     except GitError:
         current = branch_head(repo, branch)
         if current == expected:

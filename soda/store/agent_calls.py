@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+import threading
+import weakref
 from typing import TYPE_CHECKING
 
 from sqlite_utils import Database
 
-from soda.store.db import dumps, now
+from soda.store.db import dumps, insert, now
 
 if TYPE_CHECKING:
     from soda.llm.base import ModelResponse
@@ -25,7 +27,9 @@ def record(
     """Store one call in its own transaction; the raw response is kept as JSON."""
     usage = response.usage
     with db.conn:
-        db.table("agent_calls").insert(
+        insert(
+            db,
+            "agent_calls",
             {
                 "run_id": run_id,
                 "iteration_id": iteration_id,
@@ -42,16 +46,60 @@ def record(
                 "cost_usd": cost_usd,
                 "stop_reason": response.stop_reason,
                 "response_json": dumps(response.raw),
-            }
+            },
         )
 
 
 def run_cost(db: Database, run_id: int | None) -> float:
     """Dollars spent by the calls of run `run_id` (of calls outside any run for None)."""
-    row = db.execute(
-        "SELECT COALESCE(SUM(cost_usd), 0) FROM agent_calls WHERE run_id IS ?", [run_id]
+    return summed_cost(db, ("run", run_id), "run_id IS ?", [run_id], "run_id IS ?", [run_id])
+
+
+_RUNNING: weakref.WeakKeyDictionary[object, dict[tuple[object, ...], tuple[int, int, float]]] = (
+    weakref.WeakKeyDictionary()
+)
+_RUNNING_LOCK = threading.Lock()
+
+
+def summed_cost(
+    db: Database,
+    key: tuple[object, ...],
+    where: str,
+    params: list[object],
+    first_where: str,
+    first_params: list[object],
+) -> float:
+    """SUM(cost_usd) of the calls matching `where`, kept up to date instead of
+    summed again: the budgets ask after every model call, and a run's calls (or
+    a day's) would be read again each time, a cost growing with the history.
+    Calls are appended, so the sum for `key` is remembered with the last call id
+    it covers and only later calls are added. A call changed or removed bumps
+    `agent_calls_epoch` (triggers): then the sum starts again. The first time,
+    it starts at the first call matching `first_where` (an indexed lookup)."""
+    with _RUNNING_LOCK:
+        sums = _RUNNING.setdefault(db.conn, {})
+        epoch, seen, total = sums.get(key, (-1, -1, 0.0))
+    now_epoch, top = db.execute(
+        "SELECT (SELECT epoch FROM agent_calls_epoch WHERE id = 1),"
+        " (SELECT COALESCE(MAX(id), 0) FROM agent_calls)"
     ).fetchone()
-    return float(row[0])
+    top = int(top)
+    if seen < 0 or top < seen or now_epoch != epoch:  # first time, or calls changed
+        first = db.execute(
+            f"SELECT MIN(id) FROM agent_calls WHERE {first_where}", first_params
+        ).fetchone()[0]
+        seen, total = (top, 0.0) if first is None else (int(first) - 1, 0.0)
+    if top > seen:
+        part = db.execute(
+            f"SELECT COALESCE(SUM(cost_usd), 0) FROM agent_calls WHERE id > ? AND id <= ?"
+            f" AND {where}",
+            [seen, top, *params],
+        ).fetchone()[0]
+        total += float(part)
+        seen = top
+    with _RUNNING_LOCK:
+        sums[key] = (now_epoch, seen, total)
+    return total
 
 
 CostRow = tuple[object, int, int, int, float]

@@ -5,17 +5,21 @@ from __future__ import annotations
 
 from sqlite_utils import Database
 
+from soda.store import agent_calls
 from soda.store.db import now
 
 
 def spent_since(db: Database, since: str, after_call_id: int = 0) -> float:
     """Dollars spent by the model calls made at or after `since` (ISO-8601 UTC)
     and later than call `after_call_id` (a reset)."""
-    row = db.execute(
-        "SELECT COALESCE(SUM(cost_usd), 0) FROM agent_calls WHERE started_at >= ? AND id > ?",
+    return agent_calls.summed_cost(
+        db,
+        ("since", since, after_call_id),
+        "started_at >= ? AND id > ?",
         [since, after_call_id],
-    ).fetchone()
-    return float(row[0])
+        "started_at >= ? AND id > ?",
+        [since, after_call_id],
+    )
 
 
 def add_reset(db: Database, budget: str) -> None:

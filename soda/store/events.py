@@ -6,6 +6,8 @@ from typing import Any
 
 from sqlite_utils import Database
 
+from soda.store.db import insert
+
 EventRow = tuple[int, str, int | None, int | None, str, str]
 """id, ts, run_id, iteration number (not id), kind, data_json."""
 
@@ -19,7 +21,7 @@ def append(db: Database, row: dict[str, Any]) -> None:
     """Insert one event row (ts, run_id, iteration_id, kind, data_json) in its own
     transaction."""
     with db.conn:
-        db.table("events").insert(row)
+        insert(db, "events", row)
 
 
 def count(db: Database, iteration_id: int, kind: str) -> int:

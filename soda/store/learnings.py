@@ -59,8 +59,9 @@ def add(
     """Keep new learnings: a text already known (active, or retired: it was judged
     once) is not stored again. With `cap`, the oldest active learnings past it
     are retired. Returns how many were added."""
-    known = {row[0] for row in db.execute("SELECT text FROM learnings")}
-    fresh = list(dict.fromkeys(t.strip() for t in texts if t.strip() and t.strip() not in known))
+    wanted = list(dict.fromkeys(t.strip() for t in texts if t.strip()))
+    known = _known(db, wanted)
+    fresh = [text for text in wanted if text not in known]
     if fresh:
         with db.conn:
             db.table("learnings").insert_all(
@@ -76,6 +77,18 @@ def add(
     if cap is not None:
         retire_past(db, cap, iteration_id)
     return len(fresh)
+
+
+def _known(db: Database, texts: list[str]) -> set[str]:
+    """Which of `texts` are stored already (looked up by the text index, not read
+    from every learning ever kept)."""
+    found: set[str] = set()
+    for start in range(0, len(texts), 500):
+        chunk = texts[start : start + 500]
+        marks = ", ".join("?" for _ in chunk)
+        rows = db.execute(f"SELECT text FROM learnings WHERE text IN ({marks})", chunk)
+        found.update(row[0] for row in rows)
+    return found
 
 
 def retire(db: Database, learning_id: int, reason: str, iteration_id: int | None) -> bool:

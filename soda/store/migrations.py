@@ -265,3 +265,105 @@ def m005_questions(db: Database) -> None:
         ALTER TABLE iterations ADD COLUMN report_json TEXT;
         """
     )
+
+
+@migration
+def m006_milestone_digest(db: Database) -> None:
+    """What SENSE tells of the milestone since its base (its commits and its
+    diffstat), kept per (branch, base) and advanced as the branch moves, so that
+    SENSE does not walk the whole milestone every iteration (soda.repo.digest):
+    the digest at one tip, the generation of every commit of the milestone (the
+    order of commits made within a second), and one row per changed file."""
+    db.conn.executescript(
+        """
+        CREATE TABLE milestone_digests (
+            id INTEGER PRIMARY KEY,
+            branch TEXT NOT NULL,
+            base TEXT NOT NULL,
+            head TEXT NOT NULL,
+            state_json TEXT NOT NULL,
+            updated_at TEXT NOT NULL,
+            UNIQUE (branch, base)
+        );
+        CREATE TABLE milestone_commits (
+            digest_id INTEGER NOT NULL REFERENCES milestone_digests(id) ON DELETE CASCADE,
+            sha TEXT NOT NULL,
+            gen INTEGER NOT NULL,
+            PRIMARY KEY (digest_id, sha)
+        ) WITHOUT ROWID;
+        CREATE TABLE milestone_files (
+            digest_id INTEGER NOT NULL REFERENCES milestone_digests(id) ON DELETE CASCADE,
+            path TEXT NOT NULL,
+            shown TEXT NOT NULL,
+            added INTEGER NOT NULL,
+            removed INTEGER NOT NULL,
+            binary INTEGER NOT NULL,
+            churn INTEGER NOT NULL,
+            status TEXT NOT NULL,
+            source TEXT,
+            PRIMARY KEY (digest_id, path)
+        ) WITHOUT ROWID;
+        CREATE INDEX milestone_files_churn ON milestone_files(digest_id, churn DESC, shown);
+        CREATE INDEX milestone_files_source ON milestone_files(digest_id, source)
+            WHERE source IS NOT NULL;
+        """
+    )
+
+
+@migration
+def m007_bounded_reads(db: Database) -> None:
+    """Indexes for the reads every iteration makes, so that none of them reads a
+    row per past iteration (bench/long_run.py --explain lists the costliest): a
+    run's recent iterations, the milestone's root task, the recently closed
+    tasks, active learnings and
+    known learning texts, the inputs a person's answers were applied in, the
+    last pause or resume, where a run's (or a day's) model calls begin (their
+    costs are then summed from there on, and the sums kept while no call is
+    changed or removed, which `agent_calls_epoch` counts:
+    soda.store.agent_calls.summed_cost). And a version per milestone's tasks, bumped by
+    triggers when a task is added, removed or changes status, so the wake
+    fingerprint need not read every task."""
+    db.conn.executescript(
+        """
+        CREATE INDEX iterations_run_number ON iterations(run_id, number);
+        CREATE INDEX tasks_closed ON tasks(milestone, status, closed_at, id);
+        CREATE INDEX tasks_parent ON tasks(milestone, parent_id);
+        CREATE INDEX learnings_active ON learnings(active, id);
+        CREATE INDEX learnings_text ON learnings(text);
+        CREATE INDEX human_inputs_applied ON human_inputs(applied_iteration);
+        CREATE INDEX human_inputs_kind ON human_inputs(kind, id);
+        CREATE INDEX agent_calls_run ON agent_calls(run_id);
+        CREATE INDEX agent_calls_started ON agent_calls(started_at);
+        CREATE TABLE agent_calls_epoch (
+            id INTEGER PRIMARY KEY CHECK (id = 1),
+            epoch INTEGER NOT NULL
+        );
+        INSERT INTO agent_calls_epoch (id, epoch) VALUES (1, 0);
+        CREATE TRIGGER agent_calls_updated AFTER UPDATE ON agent_calls BEGIN
+            UPDATE agent_calls_epoch SET epoch = epoch + 1 WHERE id = 1;
+        END;
+        CREATE TRIGGER agent_calls_deleted AFTER DELETE ON agent_calls BEGIN
+            UPDATE agent_calls_epoch SET epoch = epoch + 1 WHERE id = 1;
+        END;
+        CREATE TABLE task_versions (
+            milestone TEXT PRIMARY KEY,
+            version INTEGER NOT NULL
+        );
+        INSERT INTO task_versions (milestone, version)
+            SELECT milestone, count(*) FROM tasks GROUP BY milestone;
+        CREATE TRIGGER task_versions_insert AFTER INSERT ON tasks BEGIN
+            INSERT INTO task_versions (milestone, version) VALUES (NEW.milestone, 1)
+                ON CONFLICT (milestone) DO UPDATE SET version = version + 1;
+        END;
+        CREATE TRIGGER task_versions_update AFTER UPDATE OF status, milestone ON tasks BEGIN
+            INSERT INTO task_versions (milestone, version) VALUES (NEW.milestone, 1)
+                ON CONFLICT (milestone) DO UPDATE SET version = version + 1;
+            INSERT INTO task_versions (milestone, version) VALUES (OLD.milestone, 1)
+                ON CONFLICT (milestone) DO UPDATE SET version = version + 1;
+        END;
+        CREATE TRIGGER task_versions_delete AFTER DELETE ON tasks BEGIN
+            INSERT INTO task_versions (milestone, version) VALUES (OLD.milestone, 1)
+                ON CONFLICT (milestone) DO UPDATE SET version = version + 1;
+        END;
+        """
+    )

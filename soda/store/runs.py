@@ -10,7 +10,7 @@ from pydantic import BaseModel
 from sqlite_utils import Database
 
 from soda.contracts.outcomes import IterationOutcome, RunStatus
-from soda.store.db import dumps, last_pk, now
+from soda.store.db import dumps, insert, last_pk, now, update
 
 
 def start_run(db: Database, row: dict[str, Any]) -> int:
@@ -43,7 +43,7 @@ class IterationRef:
 def start_iteration(db: Database, run_id: int, number: int) -> int:
     with db.conn:
         row = {"run_id": run_id, "number": number, "started_at": now(), "phase": "sense"}
-        return last_pk(db.table("iterations").insert(row))
+        return insert(db, "iterations", row)
 
 
 def save_iteration(db: Database, iteration_id: int, columns: dict[str, Any]) -> None:
@@ -60,7 +60,7 @@ def save_iteration(db: Database, iteration_id: int, columns: dict[str, Any]) -> 
         for key, value in columns.items()
     }
     with db.conn:
-        db.table("iterations").update(iteration_id, row)
+        update(db, "iterations", iteration_id, row)
 
 
 def record_halt(db: Database, row: dict[str, Any]) -> None:
@@ -160,8 +160,9 @@ def window_records(
 ) -> list[tuple[int, str | None, str | None, str | None, str | None]]:
     """number, intent, outcome, act_json and orient_json of run `run_id`'s last
     `window` iterations numbered below `before`, newest first. The JSON records
-    are read only for `outcomes`; the window is picked walking the run's index
-    backwards, so the cost does not grow with the run's age."""
+    are read only for `outcomes`; the window is picked walking the run's
+    (run_id, number) index backwards (numbers grow with ids), so the cost does
+    not grow with the run's age."""
     wanted = list(outcomes)
     marks = ", ".join("?" for _ in wanted) or "NULL"
     return db.execute(
@@ -169,7 +170,7 @@ def window_records(
         f" CASE WHEN outcome IN ({marks}) THEN act_json END,"
         f" CASE WHEN outcome IN ({marks}) THEN orient_json END"
         " FROM iterations WHERE id IN (SELECT id FROM iterations"
-        "  WHERE run_id = ? AND number < ? ORDER BY id DESC LIMIT ?)"
+        "  WHERE run_id = ? AND number < ? ORDER BY number DESC LIMIT ?)"
         " ORDER BY number DESC",
         [*wanted, *wanted, run_id, before, window],
     ).fetchall()

@@ -171,10 +171,12 @@ def comments(db: Database, task_id: int, limit: int | None = None) -> list[Comme
 
 
 def recent_comments(db: Database, milestone: str, limit: int) -> list[Comment]:
-    """Comments on any of the milestone's tasks, newest first."""
+    """Comments on any of the milestone's tasks, newest first. CROSS JOIN keeps
+    the comments the outer loop: they are read newest first until `limit` match,
+    not gathered from every task of the milestone and sorted."""
     rows = db.execute(
         f"SELECT {', '.join('c.' + c for c in Comment.__dataclass_fields__)}"
-        " FROM task_comments c JOIN tasks t ON t.id = c.task_id"
+        " FROM task_comments c CROSS JOIN tasks t ON t.id = c.task_id"
         " WHERE t.milestone = ? ORDER BY c.id DESC LIMIT ?",
         [milestone, limit],
     )
@@ -204,3 +206,33 @@ def add_comment(
         f"SELECT {_COMMENT_COLUMNS} FROM task_comments WHERE id = ?", [comment_id]
     ).fetchone()
     return Comment(*row)
+
+
+def version(db: Database, milestone: str) -> int:
+    """A number that changes whenever one of the milestone's tasks is added,
+    removed or changes status (triggers keep it): one row read instead of every
+    task, for the wake fingerprint."""
+    row = db.execute(
+        "SELECT version FROM task_versions WHERE milestone = ?", [milestone]
+    ).fetchone()
+    return int(row[0]) if row else 0
+
+
+def exists(db: Database, milestone: str, task_id: int) -> bool:
+    """Whether the milestone has a task `task_id`."""
+    row = db.execute(
+        "SELECT 1 FROM tasks WHERE id = ? AND milestone = ?", [task_id, milestone]
+    ).fetchone()
+    return row is not None
+
+
+class TaskIds:
+    """The milestone's task ids as a container: `id in ids` is one indexed lookup,
+    so checking a plan's few task ids does not read every task ever made."""
+
+    def __init__(self, db: Database, milestone: str) -> None:
+        self.db = db
+        self.milestone = milestone
+
+    def __contains__(self, task_id: object) -> bool:
+        return isinstance(task_id, int) and exists(self.db, self.milestone, task_id)

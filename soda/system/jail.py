@@ -82,6 +82,23 @@ def _probe(binary: str) -> str | None:
     return None
 
 
+@functools.cache
+def _overlay_works(binary: str, device: int, sample: str) -> bool:
+    """Whether bwrap can lay a throw-away overlay over a directory of this
+    filesystem (bubblewrap >= 0.9, overlayfs in user namespaces: Linux >= 5.11)."""
+    try:
+        done = subprocess.run(
+            [binary, "--ro-bind", "/", "/", "--overlay-src", sample, "--tmp-overlay", sample,
+             "--unshare-all", "--die-with-parent", "--", "true"],
+            capture_output=True,
+            timeout=10,
+            env={"PATH": os.environ.get("PATH", "/usr/bin:/bin")},
+        )  # fmt: skip
+    except (OSError, subprocess.TimeoutExpired):
+        return False
+    return done.returncode == 0
+
+
 @dataclass(frozen=True)
 class Jail:
     """How to run agent code for one repository; `run` is the only entry point."""
@@ -151,6 +168,22 @@ class Jail:
             f"{len(self.expose)} path(s) exposed, .git read-only"
         )
 
+    def can_seal(self, directory: Path) -> bool:
+        """Whether `run(..., sealed=True)` works for worktrees in `directory`: the
+        command then sees the worktree through an overlay whose writes vanish
+        with the jail, so the worktree stays exactly as it was (the checkout
+        pool keeps vouching for a clean checkout the gate tested in)."""
+        if self.mode == "none" or not sys.platform.startswith("linux"):
+            return False
+        binary = bwrap_binary()
+        if binary is None or _probe(binary) is not None:
+            return False
+        try:
+            device = os.stat(directory).st_dev
+        except OSError:
+            return False
+        return _overlay_works(binary, device, os.path.realpath(directory))
+
     def environment(self, extra: Mapping[str, str] | None = None) -> dict[str, str]:
         """The allowlisted environment a jailed command gets."""
         env = {
@@ -170,18 +203,23 @@ class Jail:
         output_limit: int = 20_000,
         extra_env: Mapping[str, str] | None = None,
         writable: Sequence[Path] = (),
+        sealed: bool = False,
     ) -> CommandResult:
         """Run `command` (a string goes through /bin/sh -c) with `worktree` as the
         repository; `writable` paths outside it are bound read-write at their own
-        path (a report directory). A non-zero exit is data, never an exception."""
+        path (a report directory). `sealed` (only where `can_seal`): the command's
+        writes to the worktree go to a throw-away overlay. A non-zero exit is
+        data, never an exception."""
         argv = ["/bin/sh", "-c", command] if isinstance(command, str) else list(command)
         if self.mode == "none":
+            if sealed:
+                raise ValueError("a sealed run needs the bwrap jail (see can_seal)")
             return run(argv, worktree, timeout, scrubbed_env(extra_env), output_limit)
         self.ensure_available()
-        mount_points = self._bound_names(Path(worktree))
+        mount_points = [] if sealed else self._bound_names(Path(worktree))
         try:
             with tempfile.TemporaryDirectory(prefix="soda-jail-") as runtime:
-                prefix = self._bwrap_argv(Path(worktree), Path(runtime), writable)
+                prefix = self._bwrap_argv(Path(worktree), Path(runtime), writable, sealed)
                 result = run(
                     [*prefix, *argv], worktree, timeout, self.environment(extra_env), output_limit
                 )
@@ -195,7 +233,9 @@ class Jail:
             shown, result.returncode, result.output, result.timed_out, result.duration_s
         )
 
-    def _bwrap_argv(self, worktree: Path, runtime: Path, writable: Sequence[Path]) -> list[str]:
+    def _bwrap_argv(
+        self, worktree: Path, runtime: Path, writable: Sequence[Path], sealed: bool = False
+    ) -> list[str]:
         worktree = Path(os.path.realpath(worktree))
         root = str(self.repo_root)
         binary = bwrap_binary()
@@ -213,7 +253,10 @@ class Jail:
             covers_hidden = any(h.is_relative_to(path) for h in (self.home, Path("/tmp")))
             if path not in inside and not covers_hidden:
                 args += ["--ro-bind", str(path), str(path)]
-        args += ["--bind", str(worktree), root]
+        if sealed:  # writes land in a tmpfs that dies with the jail
+            args += ["--overlay-src", str(worktree), "--tmp-overlay", root]
+        else:
+            args += ["--bind", str(worktree), root]
         args += [*self._git_binds(worktree, runtime)]
         for name in self._bound_names(worktree):
             args += ["--ro-bind", str(self.repo_root / name), f"{root}/{name}"]

@@ -104,7 +104,7 @@ def merge_task(
     if not verdict.ok:
         return MergeOutcome(AttemptStatus.GATE_FAILED, verdict.reason, tip_moved, after=after)
     try:
-        land(session.repo, branch, candidate, milestone_head)
+        land(session.repo, branch, candidate, milestone_head, delete=ws)
     except GitError as exc:
         return MergeOutcome(AttemptStatus.CONFLICT, str(exc), tip_moved, after=after)
     it.events.emit("act.merged", {"plan": number, "key": task.id, "commit": candidate})

@@ -37,6 +37,7 @@ from soda.gate.runner import TestReport
 from soda.loop.act.brief import executor_inputs, task_history
 from soda.loop.act.execute import TaskOutcome
 from soda.loop.act.merge import AskPerson, merge_task
+from soda.loop.act.pristine import Watched
 from soda.loop.act.records import LockedRecorder
 from soda.loop.act.retry import Failure, advise
 from soda.loop.asking import executor_ask_tools, take_resume
@@ -47,6 +48,9 @@ from soda.tools import worktree_tools
 from soda.tools.sandbox import Sandbox
 from soda.tools.toolbox import Suspended
 
+SETTLED_TREE = (AttemptStatus.MERGED, AttemptStatus.GATE_FAILED, AttemptStatus.REJECTED)
+"""Attempts whose tree ends at a commit of its own (their catch-up merge, if any,
+went through), so the pool may reuse it without a clean (see act.pristine)."""
 CANCEL_CHECK_S = 1.0
 """Least seconds between two looks into the inbox for a `cancel` while tasks run."""
 PREVIEW = 200
@@ -188,21 +192,25 @@ class PlanRun:
         branch = f"soda-work/{session.milestone.name}/iter-{self.it.number}-{slug}"
         ws = session.checkouts.work(session.milestone.branch, branch)
         self._emit("act.workspace", task, path=str(ws.path), branch=ws.branch, attempt=number)
-        kept = False
+        kept = clean = False
         try:
             resume = (
                 take_resume(session, self.it, task) if number == 1 else None
             )  # answered question
             if resume is not None:
                 resume.restore(ws)
-            tools = worktree_tools(
-                Sandbox(ws.path),  # outside the worktree (state/ included) is out of reach
-                session.config.act.command_timeout,
-                session.config.act.output_limit,
-                jail=session.jail,
-                repo_map_tokens=session.config.context.repo_map_tokens,
-                config=session.config,  # run_tests: the project's test command, here
-            ).extended(executor_ask_tools(session, self.it, task, ws))  # ask_human: suspends
+            sandbox = Sandbox(ws.path)  # outside the worktree (state/ included) is out of reach
+            tools = Watched(  # what the run could leave behind in the tree
+                worktree_tools(
+                    sandbox,
+                    session.config.act.command_timeout,
+                    session.config.act.output_limit,
+                    jail=session.jail,
+                    repo_map_tokens=session.config.context.repo_map_tokens,
+                    config=session.config,  # run_tests: the project's test command, here
+                ).extended(executor_ask_tools(session, self.it, task, ws)),  # ask_human: suspends
+                sandbox,
+            )
             inputs = executor_inputs(
                 session, self.it.number, self.plan, task, self.baseline, notes,
                 self._history.get(task.id),
@@ -230,13 +238,19 @@ class PlanRun:
             result = answer.output
             commit = ws.commit_all(f"{task.title}\n\n{result.summary}\n\nSoda-Task: {task.task_id}")
             if ws.head() == ws.fork_point:
+                clean = resume is None and tools.clean(session.repo, ws)
                 return Attempt(
                     AttemptStatus.NO_CHANGES, "finished without changing files", result=result
                 )
-            return self._merge(ws, task, result, commit)
+            attempt = self._merge(ws, task, result, commit)
+            # A catch-up merge that conflicted was aborted: not vouched for.
+            clean = (
+                resume is None and attempt.status in SETTLED_TREE and tools.clean(session.repo, ws)
+            )
+            return attempt
         finally:
             if not kept:
-                session.checkouts.release(ws)
+                session.checkouts.release(ws, clean=clean)
 
     def _merge(
         self, ws: Workspace, task: PlanTask, result: ExecuteResult, commit: str | None

@@ -1,0 +1,270 @@
+"""Reading git objects without a git process per question.
+
+Every git process costs a fork of a large Python process (several
+milliseconds); an iteration asks git dozens of small questions whose answers are
+in the object database: a commit's tree and parents, a tree's entries, whether
+a path is tracked. GitPython answers them through one long-lived
+`git cat-file --batch` per `Repo` (started on the first read), so a read costs a
+pipe round trip. That process is not thread-safe, so every read here holds one
+lock (ACT's task threads share the session's repository).
+
+Anything these readers cannot decide exactly (an object that is missing, a name
+that is not UTF-8, a commit in another encoding, a walk past its limit) comes
+back as `Undecided`, and the caller asks git itself.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections import OrderedDict
+from dataclasses import dataclass
+from datetime import datetime, timedelta, timezone
+
+from git import Repo
+
+_LOCK = threading.Lock()
+
+TREE_MODE = 0o040000
+GITLINK_MODE = 0o160000
+
+
+class Undecided(Exception):
+    """The object database cannot answer this exactly: ask git."""
+
+
+def read(repo: Repo, sha: str, kind: str) -> bytes:
+    """The content of object `sha`, which must be a `kind` (commit, tree, blob)."""
+    with _LOCK:
+        try:
+            _, typename, _, data = repo.git.get_object_data(sha)
+        except Exception as exc:  # missing, or the helper process died: ask git
+            if not isinstance(exc, ValueError):  # not just a missing object: a new helper
+                repo.git.clear_cache()
+            raise Undecided(f"cannot read {sha}: {exc}") from exc
+    if isinstance(typename, bytes):
+        typename = typename.decode()
+    if typename != kind:
+        raise Undecided(f"{sha} is a {typename}, not a {kind}")
+    return bytes(data)
+
+
+@dataclass(frozen=True)
+class CommitInfo:
+    """What soda reads of a commit, in the form `git log` prints it."""
+
+    sha: str
+    tree: str
+    parents: tuple[str, ...]
+    committed: int
+    """Committer time (seconds since the epoch): the order of the milestone's log."""
+    author: str
+    """%an"""
+    date: str
+    """%aI: the author date, strict ISO 8601 in the author's time zone."""
+    subject: str
+    """%s: the message's first paragraph, its lines joined by spaces."""
+
+
+def commit_info(repo: Repo, sha: str) -> CommitInfo:
+    data = read(repo, sha, "commit")
+    head, _, message = data.partition(b"\n\n")
+    tree = ""
+    parents: list[str] = []
+    author = committer = b""
+    for line in head.split(b"\n"):
+        key, _, value = line.partition(b" ")
+        if key == b"tree":
+            tree = value.decode()
+        elif key == b"parent":
+            parents.append(value.decode())
+        elif key == b"author":
+            author = value
+        elif key == b"committer":
+            committer = value
+        elif key == b"encoding" and value.strip().lower() not in (b"utf-8", b"utf8"):
+            raise Undecided(f"{sha} is encoded in {value.decode(errors='replace')}")
+    if not tree or not author or not committer:
+        raise Undecided(f"{sha} is not a commit soda can read")
+    name, when, zone = _ident(author)
+    _, committed, _ = _ident(committer)
+    return CommitInfo(
+        sha=sha,
+        tree=tree,
+        parents=tuple(parents),
+        committed=committed,
+        author=name,
+        date=_iso(when, zone),
+        subject=subject(message.decode("utf-8", errors="replace")),
+    )
+
+
+def _ident(value: bytes) -> tuple[str, int, str]:
+    """name, time and zone of an `author`/`committer` header."""
+    text = value.decode("utf-8", errors="replace")
+    close = text.rfind(">")
+    opening = text.rfind("<", 0, close)
+    if close < 0 or opening < 0:
+        raise Undecided(f"unreadable identity {text!r}")
+    when, _, zone = text[close + 1 :].strip().partition(" ")
+    try:
+        return text[:opening].rstrip(), int(when), zone
+    except ValueError as exc:
+        raise Undecided(f"unreadable date in {text!r}") from exc
+
+
+def _iso(when: int, zone: str) -> str:
+    if len(zone) != 5 or zone[0] not in "+-" or not zone[1:].isdigit():
+        raise Undecided(f"unreadable time zone {zone!r}")
+    offset = timedelta(hours=int(zone[1:3]), minutes=int(zone[3:5]))
+    tz = timezone(-offset if zone[0] == "-" else offset)
+    return datetime.fromtimestamp(when, tz).isoformat()
+
+
+def subject(message: str) -> str:
+    """git's %s: blank lines skipped, then the lines up to the next blank line,
+    each without trailing whitespace, joined by single spaces."""
+    lines = message.split("\n")
+    while lines and not lines[0].strip():
+        lines.pop(0)
+    taken = []
+    for line in lines:
+        if not line.strip():
+            break
+        taken.append(line.rstrip())
+    return " ".join(taken)
+
+
+def tree_of(repo: Repo, commit: str) -> str:
+    """The tree id of `commit` (its first header line)."""
+    data = read(repo, commit, "commit")
+    if not data.startswith(b"tree "):
+        raise Undecided(f"{commit} has no tree line")
+    return data[5:45].decode()
+
+
+Entry = tuple[int, str]
+"""A tree entry's mode and object id."""
+
+
+_TREES: OrderedDict[str, dict[str, Entry]] = OrderedDict()
+_TREES_KEPT = 64
+"""Trees parsed lately, by id (a tree never changes): the previous tip's trees
+are this tip's "before" side, and a large directory is parsed once."""
+
+
+def tree_entries(repo: Repo, tree: str) -> dict[str, Entry]:
+    """Name -> (mode, id) of one tree's entries (do not change the dict)."""
+    with _LOCK:
+        kept = _TREES.get(tree)
+        if kept is not None:
+            _TREES.move_to_end(tree)
+            return kept
+    entries = _parse_tree(repo, tree)
+    with _LOCK:
+        _TREES[tree] = entries
+        while len(_TREES) > _TREES_KEPT:
+            _TREES.popitem(last=False)
+    return entries
+
+
+def _parse_tree(repo: Repo, tree: str) -> dict[str, Entry]:
+    data = read(repo, tree, "tree")
+    entries: dict[str, Entry] = {}
+    offset = 0
+    while offset < len(data):
+        space = data.index(b" ", offset)
+        nul = data.index(b"\0", space)
+        try:
+            name = data[space + 1 : nul].decode("utf-8")
+        except UnicodeDecodeError as exc:
+            raise Undecided(f"a name in tree {tree} is not UTF-8") from exc
+        entries[name] = (int(data[offset:space], 8), data[nul + 1 : nul + 21].hex())
+        offset = nul + 21
+    return entries
+
+
+def entry_at(repo: Repo, tree: str, path: str) -> Entry | None:
+    """The entry at `path` (slash-separated) in `tree`, None when there is none."""
+    *dirs, name = path.split("/")
+    for part in dirs:
+        entry = tree_entries(repo, tree).get(part)
+        if entry is None or entry[0] != TREE_MODE:
+            return None
+        tree = entry[1]
+    return tree_entries(repo, tree).get(name)
+
+
+@dataclass(frozen=True)
+class Change:
+    """A path whose entry differs between two trees (as `git diff --no-renames`
+    lists it): a file, a symlink or a submodule, never a directory."""
+
+    path: str
+    old: Entry | None
+    new: Entry | None
+
+
+def changed_paths(repo: Repo, old: str, new: str, limit: int) -> list[Change]:
+    """What differs between trees `old` and `new`, file by file, without a git
+    process: subtrees with the same id are skipped, so the cost follows the size
+    of the change, not of the repository. More than `limit` changes: Undecided."""
+    found: list[Change] = []
+    _diff(repo, old, new, "", found, limit)
+    return found
+
+
+def _diff(
+    repo: Repo, old: str | None, new: str | None, prefix: str, found: list[Change], limit: int
+) -> None:
+    if old == new:
+        return
+    # Keyed as git orders a tree (a directory sorts as "name/"), so the changes
+    # come in the order `git diff` lists them; a file and a directory of one
+    # name are two different entries (one deleted, the other added).
+    a = _sorted_entries(repo, old)
+    b = _sorted_entries(repo, new)
+    for key in sorted(a.keys() | b.keys()):
+        left, right = a.get(key), b.get(key)
+        if left == right:
+            continue
+        path = prefix + key.rstrip("/")
+        if key.endswith("/"):
+            _diff(
+                repo,
+                left[1] if left else None,
+                right[1] if right else None,
+                path + "/",
+                found,
+                limit,
+            )
+        else:
+            found.append(Change(path, left, right))
+        if len(found) > limit:
+            raise Undecided(f"more than {limit} paths changed")
+
+
+def _sorted_entries(repo: Repo, tree: str | None) -> dict[str, Entry]:
+    if tree is None:
+        return {}
+    return {
+        name + "/" if mode == TREE_MODE else name: (mode, sha)
+        for name, (mode, sha) in tree_entries(repo, tree).items()
+    }
+
+
+def is_ancestor(repo: Repo, ancestor: str, descendant: str, limit: int = 64) -> bool:
+    """Whether `ancestor` is reachable from `descendant`, by walking parents from
+    `descendant`; Undecided when `limit` commits were walked without finding it."""
+    seen = {descendant}
+    todo = [descendant]
+    while todo:
+        sha = todo.pop()
+        if sha == ancestor:
+            return True
+        for parent in commit_info(repo, sha).parents:
+            if parent not in seen:
+                if len(seen) >= limit:
+                    raise Undecided(f"{ancestor[:10]} not within {limit} commits")
+                seen.add(parent)
+                todo.append(parent)
+    return False
