@@ -15,6 +15,7 @@ back as `Undecided`, and the caller asks git itself.
 
 from __future__ import annotations
 
+import re
 import threading
 from collections import OrderedDict
 from dataclasses import dataclass
@@ -146,20 +147,34 @@ Entry = tuple[int, str]
 """A tree entry's mode and object id."""
 
 
-_TREES: OrderedDict[str, dict[str, Entry]] = OrderedDict()
+RawEntries = dict[bytes, tuple[bytes, bytes]]
+"""One tree as stored: sort key (the name, with "/" after a directory's, which is
+how git orders a tree) -> (mode, binary id), all bytes: nothing is converted
+for the entries a comparison skips."""
+
+_ENTRY = re.compile(rb"([0-7]+) ([^\0]*)\0(.{20})", re.S)
+_RAW_TREE_MODE = b"40000"
+_TREES: OrderedDict[str, RawEntries] = OrderedDict()
 _TREES_KEPT = 64
 """Trees parsed lately, by id (a tree never changes): the previous tip's trees
 are this tip's "before" side, and a large directory is parsed once."""
 
 
-def tree_entries(repo: Repo, tree: str) -> dict[str, Entry]:
-    """Name -> (mode, id) of one tree's entries (do not change the dict)."""
+def raw_entries(repo: Repo, tree: str) -> RawEntries:
+    """One tree's entries as stored (do not change the dict)."""
     with _LOCK:
         kept = _TREES.get(tree)
         if kept is not None:
             _TREES.move_to_end(tree)
             return kept
-    entries = _parse_tree(repo, tree)
+    data = read(repo, tree, "tree")
+    found = _ENTRY.findall(data)
+    # Every byte must belong to an entry, or the parse slipped: ask git.
+    if sum(len(mode) + len(name) for mode, name, _ in found) + 22 * len(found) != len(data):
+        raise Undecided(f"tree {tree} does not parse")
+    entries = {
+        name + b"/" if mode == _RAW_TREE_MODE else name: (mode, sha) for mode, name, sha in found
+    }
     with _LOCK:
         _TREES[tree] = entries
         while len(_TREES) > _TREES_KEPT:
@@ -167,31 +182,35 @@ def tree_entries(repo: Repo, tree: str) -> dict[str, Entry]:
     return entries
 
 
-def _parse_tree(repo: Repo, tree: str) -> dict[str, Entry]:
-    data = read(repo, tree, "tree")
-    entries: dict[str, Entry] = {}
-    offset = 0
-    while offset < len(data):
-        space = data.index(b" ", offset)
-        nul = data.index(b"\0", space)
-        try:
-            name = data[space + 1 : nul].decode("utf-8")
-        except UnicodeDecodeError as exc:
-            raise Undecided(f"a name in tree {tree} is not UTF-8") from exc
-        entries[name] = (int(data[offset:space], 8), data[nul + 1 : nul + 21].hex())
-        offset = nul + 21
-    return entries
+def _name(key: bytes) -> str:
+    try:
+        return key.removesuffix(b"/").decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise Undecided(f"{key!r} is not UTF-8") from exc
+
+
+def _entry(key: bytes, raw: tuple[bytes, bytes]) -> tuple[str, Entry]:
+    """The name and (mode, hex id) of a raw entry."""
+    return _name(key), (int(raw[0], 8), raw[1].hex())
+
+
+def tree_entries(repo: Repo, tree: str) -> dict[str, Entry]:
+    """Name -> (mode, id) of one tree's entries."""
+    return dict(_entry(key, raw) for key, raw in raw_entries(repo, tree).items())
 
 
 def entry_at(repo: Repo, tree: str, path: str) -> Entry | None:
     """The entry at `path` (slash-separated) in `tree`, None when there is none."""
     *dirs, name = path.split("/")
     for part in dirs:
-        entry = tree_entries(repo, tree).get(part)
-        if entry is None or entry[0] != TREE_MODE:
+        raw = raw_entries(repo, tree).get(part.encode() + b"/")
+        if raw is None:
             return None
-        tree = entry[1]
-    return tree_entries(repo, tree).get(name)
+        tree = raw[1].hex()
+    key = name.encode()
+    entries = raw_entries(repo, tree)
+    raw = entries.get(key) or entries.get(key + b"/")
+    return None if raw is None else _entry(key, raw)[1]
 
 
 @dataclass(frozen=True)
@@ -221,35 +240,19 @@ def _diff(
     # Keyed as git orders a tree (a directory sorts as "name/"), so the changes
     # come in the order `git diff` lists them; a file and a directory of one
     # name are two different entries (one deleted, the other added).
-    a = _sorted_entries(repo, old)
-    b = _sorted_entries(repo, new)
-    for key in sorted(a.keys() | b.keys()):
+    a = raw_entries(repo, old) if old else {}
+    b = raw_entries(repo, new) if new else {}
+    for key in sorted({key for key, _ in a.items() ^ b.items()}):
         left, right = a.get(key), b.get(key)
-        if left == right:
-            continue
-        path = prefix + key.rstrip("/")
-        if key.endswith("/"):
-            _diff(
-                repo,
-                left[1] if left else None,
-                right[1] if right else None,
-                path + "/",
-                found,
-                limit,
-            )
+        path = prefix + _name(key)
+        if key.endswith(b"/"):
+            old_tree = left[1].hex() if left else None
+            _diff(repo, old_tree, right[1].hex() if right else None, path + "/", found, limit)
         else:
-            found.append(Change(path, left, right))
+            old_entry = _entry(key, left)[1] if left else None
+            found.append(Change(path, old_entry, _entry(key, right)[1] if right else None))
         if len(found) > limit:
             raise Undecided(f"more than {limit} paths changed")
-
-
-def _sorted_entries(repo: Repo, tree: str | None) -> dict[str, Entry]:
-    if tree is None:
-        return {}
-    return {
-        name + "/" if mode == TREE_MODE else name: (mode, sha)
-        for name, (mode, sha) in tree_entries(repo, tree).items()
-    }
 
 
 def is_ancestor(repo: Repo, ancestor: str, descendant: str, limit: int = 64) -> bool:
