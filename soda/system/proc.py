@@ -17,7 +17,6 @@ restart after a `kill -9` can end what the dead soda left running (`kill_leftove
 
 from __future__ import annotations
 
-import codecs
 import contextlib
 import os
 import re
@@ -32,6 +31,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from soda.errors import InputError, Interrupted
+from soda.system.capture import Capture
 from soda.system.tree import descendants as descendants  # soda.daemon.parts uses it
 
 KILL_GRACE_S = 2.0
@@ -229,7 +229,7 @@ def run(
         # other failed command instead of crashing the caller.
         code = 127 if isinstance(exc, FileNotFoundError) else 126
         return CommandResult(_display(command), code, f"{argv[0]}: {exc.strerror}", False, 0.0)
-    capture = _Capture(output_limit)
+    capture = Capture(output_limit)
     reader = threading.Thread(target=capture.drain, args=(proc.stdout,), daemon=True)
     reader.start()
     if not interruptible:
@@ -351,54 +351,6 @@ def _signal_group(pgid: int, sig: signal.Signals) -> None:
     # ESRCH: the group is already gone; EPERM: only zombies of another owner remain.
     with contextlib.suppress(ProcessLookupError, PermissionError):
         os.killpg(pgid, sig)
-
-
-class _Capture:
-    """Decodes a byte stream as it arrives, keeping the first `limit` characters and
-    the last `limit` of the rest: memory stays bounded while the final text keeps
-    a head and a tail and knows exactly how much it cut."""
-
-    def __init__(self, limit: int) -> None:
-        self.limit = max(limit, 0)
-        self.total = 0
-        self._head = ""
-        self._rest: list[str] = []
-        self._rest_len = 0
-        self._lock = threading.Lock()
-
-    def drain(self, stream: object) -> None:
-        decoder = codecs.getincrementaldecoder("utf-8")(errors="replace")
-        read = stream.read1  # type: ignore[attr-defined]
-        while chunk := read(65536):
-            self._add(decoder.decode(chunk))
-        self._add(decoder.decode(b"", final=True))
-        stream.close()  # type: ignore[attr-defined]
-
-    def _add(self, text: str) -> None:
-        with self._lock:
-            self.total += len(text)
-            room = self.limit - len(self._head)
-            if room > 0:
-                self._head += text[:room]
-                text = text[room:]
-            if text:
-                self._rest.append(text)
-                self._rest_len += len(text)
-            if self._rest_len > 2 * self.limit + 65536:
-                kept = "".join(self._rest)[-self.limit :] if self.limit else ""
-                self._rest, self._rest_len = [kept], len(kept)
-
-    def text(self) -> str:
-        with self._lock:
-            whole = self._head + "".join(self._rest)
-            total = self.total
-        if total <= self.limit:
-            return whole
-        head_len = self.limit // 2
-        tail_len = self.limit - head_len
-        tail = whole[-tail_len:] if tail_len else ""
-        cut = total - head_len - tail_len
-        return f"{whole[:head_len]}\n[... {cut} characters cut ...]\n{tail}"
 
 
 def _label(argv: list[str]) -> str:
