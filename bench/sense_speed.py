@@ -26,7 +26,7 @@ import time
 from pathlib import Path
 
 from git import Repo
-from harness import GitCalls, loadavg
+from harness import GitCalls, loadavg, settle_index
 from sqlite_utils import Database
 
 from soda.config import Config
@@ -68,6 +68,7 @@ def fast_import(repo: Path, history: int, milestone: int, files: int) -> str:
     subprocess.run(["git", "init", "-q", "-b", "main", str(repo)], check=True)
     subprocess.run(["git", "fast-import", "--quiet"], cwd=repo, input=data, check=True)
     subprocess.run(["git", "checkout", "-q", "main"], cwd=repo, check=True)
+    settle_index(repo)  # else SENSE's `git status` reads every racily clean file
     return subprocess.run(
         ["git", "rev-parse", "main"], cwd=repo, capture_output=True, text=True, check=True
     ).stdout.strip()

@@ -18,7 +18,11 @@ so every test run sees exactly the committed tree. The pool remembers which
 checkout is clean at which commit, with nothing run in it since: the view ORIENT
 read is moved to the candidate by `reset --hard` alone (nothing untracked can be
 there), and a view already in place costs nothing. A checkout lent out for
-running code (`view(..., run=True)`, the work tree) is cleaned on its next move.
+running code (`view(..., run=True)`, the work tree) is cleaned on its next move,
+unless nothing could have stayed behind: the gate's test run sealed in the jail
+(its writes go to a throw-away overlay, so the gate asks for the view with
+`run=False`), or a work tree its task vouches for on `release` (nothing ran
+there and everything written was committed: soda.loop.act.pristine).
 Test results are cached by tree id (`tested`), so an unchanged tip is never
 tested twice. The pool lives as long as a run; `remove_all` clears it when the
 run ends, recovery after a crash.

@@ -153,6 +153,7 @@ how git orders a tree) -> (mode, binary id), all bytes: nothing is converted
 for the entries a comparison skips."""
 
 _ENTRY = re.compile(rb"([0-7]+) ([^\0]*)\0(.{20})", re.S)
+_TREE = re.compile(rb"(?:[0-7]+ [^\0]*\0.{20})*", re.S)
 _RAW_TREE_MODE = b"40000"
 _TREES: OrderedDict[str, RawEntries] = OrderedDict()
 _TREES_KEPT = 64
@@ -168,10 +169,10 @@ def raw_entries(repo: Repo, tree: str) -> RawEntries:
             _TREES.move_to_end(tree)
             return kept
     data = read(repo, tree, "tree")
-    found = _ENTRY.findall(data)
-    # Every byte must belong to an entry, or the parse slipped: ask git.
-    if sum(len(mode) + len(name) for mode, name, _ in found) + 22 * len(found) != len(data):
+    # Every byte must belong to an entry, or the parse would slip: ask git.
+    if not _TREE.fullmatch(data):
         raise Undecided(f"tree {tree} does not parse")
+    found = _ENTRY.findall(data)
     entries = {
         name + b"/" if mode == _RAW_TREE_MODE else name: (mode, sha) for mode, name, sha in found
     }
