@@ -19,13 +19,12 @@ import sys
 import threading
 import time
 import uuid
-from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-from soda.cli.demo import SCRIPT_PATH, prepare
+from soda.cli.demo import prepare
 from soda.config import load
 from soda.errors import Interrupted
 from soda.llm.function import FunctionModel
@@ -34,11 +33,14 @@ from soda.loop.session import Session
 from soda.system import proc
 from soda.system.jail import Jail
 from soda.system.lifecycle import stop_signals
+from tests import test_lifecycle
 from tests.conftest import soda, wait_for
 from tests.test_daemon import DEMO, alive, pid_of, query
 from tests.test_lifecycle import DEMO_TESTS, processes_with
 
-PYTHON = json.dumps(sys.executable)[1:-1]
+project = test_lifecycle.project
+"""The demo project with its script and soda.toml changed; the daemons a test
+started are killed by pid at its end."""
 
 
 def dead(pid: int) -> bool:
@@ -65,32 +67,6 @@ def sleeper(seconds: str) -> int | None:
         except OSError:
             continue
     return None
-
-
-@pytest.fixture
-def project(tmp_path: Path) -> Iterator[Callable[..., Path]]:
-    """The demo project, its script and soda.toml changed; every daemon and run a
-    test started is gone at its end (killed by pid if a test failed midway)."""
-    roots: list[Path] = []
-
-    def make(responses: list[dict[str, Any]], **toml: str) -> Path:
-        root = tmp_path / "project"
-        prepare(root)
-        text = json.dumps({"responses": responses}).replace("{python}", PYTHON)
-        (root / SCRIPT_PATH).write_text(text)
-        config = (root / "soda.toml").read_text()
-        for old, new in toml.items():
-            assert old in config, old
-            config = config.replace(old, new)
-        (root / "soda.toml").write_text(config)
-        roots.append(root)
-        return root
-
-    yield make
-    for root in roots:
-        pid_file = root / "state" / "soda.pid"
-        if pid_file.exists() and alive(int(pid_file.read_text())):
-            os.kill(int(pid_file.read_text()), signal.SIGKILL)
 
 
 def test_soda_stop_kills_a_long_test_run_at_once(project) -> None:

@@ -120,14 +120,20 @@ def orient_ask_tools(session: Session, it: Iteration) -> list[Tool]:
             agent="orient",
             question=question,
         )
-        it.events.emit(
-            "question.asked", {"question": question_id, "plan": it.number, "text": question}
-        )
-        reason = f'question {question_id}: {question} (answer: soda answer {question_id} "...")'
-        notify(session.config, "QUESTION", it.number, reason, it.events)
+        _announce(session, it, question_id, question, {})
         return question_id
 
     return ask_tools(ask, lambda question_id, messages, results, call_id: None, ORIENT_ASK)
+
+
+def _announce(
+    session: Session, it: Iteration, question_id: int, question: str, extra: dict[str, Any]
+) -> None:
+    """A stored question told: the `question.asked` event and `[daemon] notify_command`."""
+    data = {"question": question_id, "plan": it.number, **extra, "text": question}
+    it.events.emit("question.asked", data)
+    reason = f'question {question_id}: {question} (answer: soda answer {question_id} "...")'
+    notify(session.config, "QUESTION", it.number, reason, it.events)
 
 
 def asked_orientation(question: str) -> Orientation:
@@ -181,14 +187,11 @@ def executor_ask_tools(
             task_key=task.id,
             task_id=task.task_id,
         )
-        data = {"question": question_id, "plan": it.number, "key": task.id, "text": question}
-        it.events.emit("question.asked", data)
         if task.task_id is not None:
             session.tracker.comment(
                 task.task_id, "executor", f"asked (question {question_id}): {question}", it.id
             )
-        reason = f'question {question_id}: {question} (answer: soda answer {question_id} "...")'
-        notify(session.config, "QUESTION", it.number, reason, it.events)
+        _announce(session, it, question_id, question, {"key": task.id})
         return question_id
 
     def keep(
