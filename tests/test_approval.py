@@ -128,3 +128,44 @@ def test_await_approval_gives_up_when_asked_to_stop_or_at_the_timeout(tmp_path: 
         False, "soda was asked to stop while waiting"
     )
     assert wait(tmp_path / "b", timeout=0.05)[0] == Verdict(False, "no approval within 0s")
+
+
+class StepClock:
+    """A clock whose sleep moves time on at once: a wait on it takes no real time."""
+
+    def __init__(self) -> None:
+        self.now_s = 0.0
+        self.slept: list[float] = []
+
+    def now(self) -> str:
+        return f"t+{self.now_s}"
+
+    def monotonic(self) -> float:
+        return self.now_s
+
+    def sleep(self, seconds: float) -> None:
+        self.slept.append(seconds)
+        self.now_s += seconds
+
+
+def test_the_approval_wait_runs_on_the_clock_it_is_given(tmp_path: Path) -> None:
+    """An hour's timeout passes on the clock handed in, not on the wall clock."""
+    state = tmp_path / "state"
+    db = open_db(state / "soda.db")
+    events = Events(db)
+    clock = StepClock()
+    started = time.monotonic()
+    verdict = await_approval(
+        HumanQueue(state, db, events),
+        Config(approval=ApprovalConfig(timeout=3600)),
+        events,
+        5,
+        "the merge needs a person",
+        lambda line: None,
+        lambda: False,
+        poll_seconds=60,
+        clock=clock,
+    )
+    assert verdict == Verdict(False, "no approval within 3600s")
+    assert len(clock.slept) == 60 and set(clock.slept) == {60}
+    assert time.monotonic() - started < 30  # no real hour (nor real minute) went by
