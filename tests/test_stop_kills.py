@@ -167,6 +167,19 @@ def test_a_stop_kills_interruptible_commands_and_spares_the_others(tmp_path: Pat
     assert proc.live_commands() == []
 
 
+def describe(pids: list[int]) -> str:
+    """Each pid's state, parent and command line: what a failure needs to say."""
+    found = []
+    for pid in pids:
+        try:
+            stat = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+            argv = Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ")
+        except (OSError, IndexError):
+            continue
+        found.append(f"{pid} state {stat[0]} parent {stat[1]}: {argv.decode(errors='replace')}")
+    return "; ".join(found) or "none"
+
+
 def test_a_stop_as_a_jailed_command_starts_leaves_nothing_running(tmp_path: Path) -> None:
     """The jail's inner bwrap has a process group of its own and dies with its
     parent only once its setup asked for that: a stop in that window (right after
@@ -195,7 +208,10 @@ def test_a_stop_as_a_jailed_command_starts_leaves_nothing_running(tmp_path: Path
             assert not worker.is_alive()
             assert [type(e) for e in errors] == [Interrupted], attempt
             # An orphaned inner bwrap (its argv names the command) would stay.
-            wait_for(lambda nonce=nonce: not processes_with(nonce), 5, "the whole jail's end")
+            deadline = time.monotonic() + 10
+            while left := processes_with(nonce):
+                assert time.monotonic() < deadline, f"the jail outlived the stop: {describe(left)}"
+                time.sleep(0.02)
         finally:
             proc.allow_commands()
             proc.kill_live()

@@ -337,12 +337,24 @@ def _group_running(pgid: int) -> bool:
 
 
 def _kill_tree(pgid: int) -> None:
-    """SIGKILL the group and every process below its leader, listed first: the
-    jail's inner bwrap has a group of its own and dies with its parent only once
-    its setup has asked for that, so a stop at a command's start must name it."""
-    below = descendants(pgid)
+    """SIGKILL the group and every process below its leader. The jail's inner bwrap
+    has a group of its own and dies with its parent only once its setup has asked
+    for that, so a stop at a command's start must name it; and a process may fork
+    while we look. So everything is first stopped (a pending SIGSTOP makes a fork in
+    progress fail, so a stopped process has no child we have not seen), to a fixed
+    point, and only then killed."""
+    _signal_group(pgid, signal.SIGSTOP)
+    stopped: set[int] = set()
+    for _ in range(100):  # a bound: each round stops at least one new process
+        new = [pid for pid in descendants(pgid) if pid not in stopped]
+        if not new:
+            break
+        for pid in new:
+            with contextlib.suppress(ProcessLookupError, PermissionError):
+                os.kill(pid, signal.SIGSTOP)
+            stopped.add(pid)
     _signal_group(pgid, signal.SIGKILL)
-    for pid in below:
+    for pid in stopped:
         with contextlib.suppress(ProcessLookupError, PermissionError):
             os.kill(pid, signal.SIGKILL)
 
