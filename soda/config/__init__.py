@@ -25,6 +25,7 @@ from soda.config.sections import (
     BudgetConfig,
     ContextConfig,
     DaemonConfig,
+    ExecutorConfig,
     GateConfig,
     LoopConfig,
     ModelConfig,
@@ -49,6 +50,7 @@ __all__ = [
     "Config",
     "ContextConfig",
     "DaemonConfig",
+    "ExecutorConfig",
     "GateConfig",
     "LiveConfig",
     "LoopConfig",
@@ -86,6 +88,8 @@ class Config(Section):
     """What must hold before a change merges."""
     context: ContextConfig = Field(default_factory=ContextConfig)
     """What agents are shown of the repository."""
+    executor: ExecutorConfig = Field(default_factory=ExecutorConfig)
+    """Who does a task's work: soda's own agent or a coding CLI in the jail."""
 
     # Set by load(); not part of the file.
     root: Path = Field(default=Path("."), exclude=True)

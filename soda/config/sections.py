@@ -254,3 +254,38 @@ class DaemonConfig(Section):
     notify_command: str | None = None
     """Shell command run on DONE, STUCK and HALT, with SODA_EVENT, SODA_ITERATION and
     SODA_REASON in its environment."""
+
+
+ExecutorBackend = Literal["builtin", "claude-code", "codex"]
+
+
+class ExecutorConfig(Section):
+    backend: ExecutorBackend = "builtin"
+    """Who does a task's work: "builtin" (soda's own tool loop), "claude-code" (Claude
+    Code) or "codex" (Codex CLI), the CLIs run in soda's jail with the API key kept
+    outside it (`soda tools install NAME` installs the pinned version)."""
+    allowed: list[ExecutorBackend] = Field(default_factory=list)
+    """Backends a plan task may ask for instead of `backend` (the planner names one
+    in a task's tool hints as `executor:NAME`); empty: every task uses `backend`."""
+    command: str | None = None
+    """Path (or name on PATH) of the CLI's binary. Not set: the one `soda tools
+    install` put in soda's own directory, else the pinned binary's name on PATH."""
+    model: str | None = None
+    """Model the CLI is asked for. Not set: model.strong for claude-code,
+    gpt-5-codex for codex."""
+    base_url: str | None = None
+    """Where the egress proxy sends the CLI's model calls. Not set: model.base_url
+    (or ANTHROPIC_BASE_URL, or the Anthropic API) for claude-code, the OpenAI API
+    for codex."""
+    api_key_env: str | None = None
+    """Environment variable with the real API key, read by the proxy outside the
+    jail. Not set: model.api_key_env for claude-code, OPENAI_API_KEY for codex."""
+    task_timeout: float = Field(1800.0, ge=1, le=86_400, allow_inf_nan=False)
+    """Seconds one CLI run may take before its process tree is killed (1-86400)."""
+    idle_timeout: float = Field(300.0, ge=1, le=86_400, allow_inf_nan=False)
+    """Seconds without an event from the CLI before it is killed as stalled (1-86400)."""
+    result_grace: float = Field(10.0, ge=0.1, le=3600, allow_inf_nan=False)
+    """Seconds the CLI may take to exit after its final result (0.1-3600)."""
+    api_failures: int = Field(5, ge=1, le=100)
+    """Failed model calls (5xx, 429, no answer) in a row after which the CLI is
+    stopped and the task ends as a transient failure (1-100)."""

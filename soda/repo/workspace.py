@@ -166,6 +166,10 @@ class Workspace:
             return True
         return False
 
+    def dirty(self) -> bool:
+        """Whether the worktree holds changes not committed (untracked files too)."""
+        return bool(self._in("status", "--porcelain", "--untracked-files=all").strip())
+
     def diff_stat(self) -> str:
         """What the branch changed since its fork point (`git diff --stat`)."""
         return self._in("diff", "--stat", self.fork_point, self.head(), "--")

@@ -32,7 +32,7 @@ import shutil
 import subprocess
 import sys
 import tempfile
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -215,23 +215,35 @@ class Jail:
             if sealed:
                 raise ValueError("a sealed run needs the bwrap jail (see can_seal)")
             return run(argv, worktree, timeout, scrubbed_env(extra_env), output_limit)
+        with self.wrapper(worktree, writable, sealed) as prefix:
+            result = run(
+                [*prefix, *argv], worktree, timeout, self.environment(extra_env), output_limit
+            )
+        shown = command if isinstance(command, str) else shlex.join(command)
+        return CommandResult(
+            shown, result.returncode, result.output, result.timed_out, result.duration_s
+        )
+
+    @contextlib.contextmanager
+    def wrapper(
+        self, worktree: Path, writable: Sequence[Path] = (), sealed: bool = False
+    ) -> Iterator[list[str]]:
+        """The `bwrap ... --` words that put a command in this jail (none with
+        mode "none"), valid inside the block: for a caller that runs the command
+        itself (`soda.system.watched`). Run it with `environment()`."""
+        if self.mode == "none":
+            yield []
+            return
         self.ensure_available()
         mount_points = [] if sealed else self._bound_names(Path(worktree))
         try:
             with tempfile.TemporaryDirectory(prefix="soda-jail-") as runtime:
-                prefix = self._bwrap_argv(Path(worktree), Path(runtime), writable, sealed)
-                result = run(
-                    [*prefix, *argv], worktree, timeout, self.environment(extra_env), output_limit
-                )
+                yield self._bwrap_argv(Path(worktree), Path(runtime), writable, sealed)
         finally:
             # bwrap leaves the (empty) directories it mounted on in the worktree.
             for name in mount_points:
                 with contextlib.suppress(OSError):
                     (Path(worktree) / name).rmdir()
-        shown = command if isinstance(command, str) else shlex.join(command)
-        return CommandResult(
-            shown, result.returncode, result.output, result.timed_out, result.duration_s
-        )
 
     def _bwrap_argv(
         self, worktree: Path, runtime: Path, writable: Sequence[Path], sealed: bool = False

@@ -28,6 +28,7 @@ import time
 from dataclasses import dataclass, field
 from typing import Any
 
+from soda.agent.backends.run import backend_for
 from soda.agent.definition import load_agent
 from soda.agent.runtime import AgentRunner
 from soda.contracts import ExecuteResult, IterationPlan, PlanTask
@@ -35,6 +36,7 @@ from soda.contracts.outcomes import RETRYABLE, AttemptStatus, TaskEnd, TaskStatu
 from soda.errors import InputError, Interrupted
 from soda.gate.runner import TestReport
 from soda.loop.act.brief import executor_inputs, task_history
+from soda.loop.act.cli import cli_answer
 from soda.loop.act.execute import TaskOutcome
 from soda.loop.act.merge import AskPerson, merge_task
 from soda.loop.act.pristine import Watched
@@ -215,13 +217,21 @@ class PlanRun:
                 session, self.it.number, self.plan, task, self.baseline, notes,
                 self._history.get(task.id),
             )  # fmt: skip
+            backend = backend_for(session.config, task.tool_hints)
             try:
-                answer = self.runner().run(
-                    load_agent("executor", ExecuteResult),
-                    inputs,
-                    tools,
-                    resume=resume.messages if resume else None,
-                )
+                if backend != "builtin":  # a coding CLI (soda.agent.backends)
+                    tools.unsure = True  # it ran commands: the tree is not vouched for
+                    answer = cli_answer(
+                        session, self.it, backend, task, ws, inputs, self._recorder,
+                        self.cancelled,
+                    )  # fmt: skip
+                else:
+                    answer = self.runner().run(
+                        load_agent("executor", ExecuteResult),
+                        inputs,
+                        tools,
+                        resume=resume.messages if resume else None,
+                    )
             except Interrupted:
                 if self.stopping():
                     raise

@@ -1,0 +1,87 @@
+"""Claude Code as soda's executor: `claude -p` with stream-json events.
+
+Headless and bare: `--bare` (no hooks, no CLAUDE.md discovery, no plugins, the
+key only from the environment), `--setting-sources user` (the private, empty
+home: no person's or repository's settings), `--strict-mcp-config` (no MCP
+server), permissions bypassed (`IS_SANDBOX=1`, which it needs when run as root):
+soda's jail is the perimeter. Its events: `system/init`, `assistant` messages
+(text and `tool_use` blocks), `user` messages (tool results), and one `result`
+whose `is_error` and `subtype` are authoritative (an error may exit 0).
+"""
+
+from __future__ import annotations
+
+import os
+from typing import Any
+
+from soda.agent.backends.port import PLACEHOLDER_KEY, Step, Transcript
+from soda.agent.backends.proxy import Route
+from soda.config import Config
+
+DEFAULT_UPSTREAM = "https://api.anthropic.com"
+
+
+class ClaudeCode:
+    name = "claude-code"
+
+    def command(self, binary: str, prompt: str, model: str) -> list[str]:
+        return [
+            binary, "-p", prompt, "--output-format", "stream-json", "--verbose",
+            "--model", model, "--dangerously-skip-permissions", "--bare",
+            "--setting-sources", "user", "--strict-mcp-config", "--no-session-persistence",
+        ]  # fmt: skip
+
+    def environment(self, home: str) -> dict[str, str]:
+        return {
+            "ANTHROPIC_BASE_URL": "http://127.0.0.1:@SODA_PORT@",
+            "ANTHROPIC_API_KEY": PLACEHOLDER_KEY,
+            "HOME": home,
+            "IS_SANDBOX": "1",
+            "DISABLE_TELEMETRY": "1",
+            "DISABLE_ERROR_REPORTING": "1",
+            "DISABLE_AUTOUPDATER": "1",
+            "CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC": "1",
+        }
+
+    def route(self, config: Config) -> tuple[Route, str]:
+        executor, model = config.executor, config.model
+        upstream = (
+            executor.base_url
+            or model.base_url
+            or os.environ.get("ANTHROPIC_BASE_URL")
+            or DEFAULT_UPSTREAM
+        )
+        paths = frozenset({"/v1/messages", "/v1/messages/count_tokens"})
+        key_env = executor.api_key_env or model.api_key_env
+        return Route(upstream.rstrip("/"), paths, "messages", "x-api-key"), key_env
+
+    def model(self, config: Config) -> str:
+        return config.executor.model or config.model.strong
+
+    def read(self, event: dict[str, Any], transcript: Transcript) -> list[Step]:
+        kind = event.get("type")
+        steps: list[Step] = []
+        if kind == "system" and event.get("subtype") == "init":
+            transcript.started = True
+        elif kind == "assistant":
+            message = event.get("message") or {}
+            for block in message.get("content") or []:
+                if not isinstance(block, dict):
+                    continue
+                if block.get("type") == "text":
+                    step = transcript.said(str(block.get("text") or ""))
+                    steps += [step] if step else []
+                elif block.get("type") == "tool_use":
+                    steps.append(transcript.tool(str(block.get("name")), block.get("input")))
+        elif kind == "result":
+            text = str(event.get("result") or "")
+            transcript.result, transcript.done = text, True
+            subtype = str(event.get("subtype") or "")
+            if event.get("is_error") or (subtype and subtype != "success"):
+                errors = event.get("errors") or []
+                why = text or "; ".join(str(e) for e in errors) or subtype or "is_error"
+                transcript.failed = f"claude-code ended with an error ({subtype}): {why}"[:500]
+        return steps
+
+
+CLAUDE_CODE = ClaudeCode()

@@ -1,0 +1,89 @@
+"""Codex as soda's executor: `codex exec --json`, its model provider overridden.
+
+The provider is soda's (`model_providers.soda`: the proxy's address, the
+Responses API, the placeholder key's variable), the person's config ignored
+(`--ignore-user-config`, a private CODEX_HOME), no exec-policy rules, its own
+approvals and sandbox bypassed: soda's jail is the perimeter. Stdin is closed
+(it reads it otherwise). Its events: `thread.started`, `turn.started`,
+`item.started`/`item.completed` (agent messages, commands, file changes),
+`turn.completed`, and `turn.failed`, which beats its exit code (an `error`
+event may be a retry's notice).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from soda.agent.backends.port import PLACEHOLDER_KEY, Step, Transcript
+from soda.agent.backends.proxy import Route
+from soda.config import Config
+
+DEFAULT_UPSTREAM = "https://api.openai.com"
+DEFAULT_MODEL = "gpt-5-codex"
+KEY_VARIABLE = "SODA_CODEX_KEY"
+"""The variable holding the placeholder key inside the jail."""
+
+
+class Codex:
+    name = "codex"
+
+    def command(self, binary: str, prompt: str, model: str) -> list[str]:
+        provider = (
+            '{name="soda", base_url="http://127.0.0.1:@SODA_PORT@/v1", '
+            f'env_key="{KEY_VARIABLE}", wire_api="responses"}}'
+        )
+        return [
+            binary, "exec", "--json", "--skip-git-repo-check", "--ephemeral",
+            "--ignore-user-config", "--ignore-rules",
+            "--dangerously-bypass-approvals-and-sandbox",
+            "-c", "model_provider=soda", "-c", f"model_providers.soda={provider}",
+            "-c", "mcp_servers={}", "-m", model, prompt,
+        ]  # fmt: skip
+
+    def environment(self, home: str) -> dict[str, str]:
+        return {KEY_VARIABLE: PLACEHOLDER_KEY, "HOME": home, "CODEX_HOME": f"{home}/.codex"}
+
+    def route(self, config: Config) -> tuple[Route, str]:
+        executor = config.executor
+        upstream = (executor.base_url or DEFAULT_UPSTREAM).rstrip("/")
+        key_env = executor.api_key_env or "OPENAI_API_KEY"
+        return Route(upstream, frozenset({"/v1/responses"}), "responses", "authorization"), key_env
+
+    def model(self, config: Config) -> str:
+        return config.executor.model or DEFAULT_MODEL
+
+    def read(self, event: dict[str, Any], transcript: Transcript) -> list[Step]:
+        kind = event.get("type")
+        steps: list[Step] = []
+        item = event.get("item") if isinstance(event.get("item"), dict) else {}
+        if kind == "thread.started":
+            transcript.started = True
+        elif kind == "item.completed" and item:
+            what = item.get("type")
+            if what == "agent_message":
+                text = str(item.get("text") or "")
+                step = transcript.said(text)
+                steps += [step] if step else []
+                transcript.result = text  # the last one is the summary
+            elif what == "command_execution":
+                steps.append(transcript.tool("shell", str(item.get("command") or "")))
+            elif what == "file_change":
+                changes = item.get("changes") or []
+                paths = [str(c.get("path")) for c in changes if isinstance(c, dict)]
+                steps.append(transcript.tool("file_change", ", ".join(paths)))
+            elif what in ("mcp_tool_call", "web_search"):
+                steps.append(transcript.tool(str(what), item))
+        elif kind == "turn.completed":
+            transcript.result, transcript.done = transcript.result or "", True
+        elif kind == "turn.failed":
+            error = event.get("error") or {}
+            message = error.get("message") if isinstance(error, dict) else error
+            transcript.failed = f"codex turn failed: {message}"[:500]
+            transcript.result, transcript.done = transcript.result or "", True
+        elif kind == "error":  # a retry's notice too: only turn.failed is final
+            step = transcript.said(f"error: {event.get('message')}")
+            steps += [step] if step else []
+        return steps
+
+
+CODEX = Codex()

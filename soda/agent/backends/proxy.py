@@ -1,0 +1,272 @@
+"""The egress proxy: the only way out of a CLI executor's jail, and the only
+place its API key exists.
+
+soda runs it outside the jail, on a unix socket in a private directory that is
+bound into the jail (`launcher.py` forwards the jail's loopback port to it).
+The CLI inside holds a placeholder key. For each request the proxy
+
+- refuses (403, recorded as an `executor.refused` event) anything but the
+  provider's model endpoints (`Route.paths`), and any call once a budget is
+  spent (400: a clear error the CLI stops on, not a retry);
+- replaces whatever credential the CLI sent with the real one and forwards the
+  request to the provider, relaying the answer as it streams;
+- meters the answer (`usage.Meter`) and records it like any model call of the
+  built-in agent: a row in `agent_calls` (tokens, cost from soda's price table,
+  latency), an `agent.turn` event, the budget checked (`CallRecorder`);
+- counts failed answers (5xx, 429, no connection) in a row: past the limit the
+  task's watchdog ends the CLI (`failing`), which would retry for minutes.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import socketserver
+import tempfile
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from http.server import BaseHTTPRequestHandler
+from pathlib import Path
+from typing import Any
+
+import httpx
+
+from soda.agent.backends.usage import Api, Meter
+from soda.errors import BudgetExhausted
+from soda.llm.base import ModelResponse
+
+SOCKET_NAME = "proxy.sock"
+HOP_BY_HOP = frozenset(
+    {"connection", "keep-alive", "proxy-connection", "transfer-encoding", "te", "trailer",
+     "upgrade", "host", "content-length", "accept-encoding", "x-api-key", "authorization"}
+)  # fmt: skip
+"""Request headers never forwarded: hop-by-hop ones, and every credential."""
+PASSED_BACK = ("content-type", "request-id", "x-request-id", "retry-after", "openai-processing-ms")
+
+
+@dataclass(frozen=True)
+class Route:
+    """Where a CLI's model calls go and how they are authorized."""
+
+    upstream: str
+    """The provider's origin (scheme, host, port, optional prefix), no trailing slash."""
+    paths: frozenset[str]
+    """Request paths (without the query) that are model calls; nothing else passes."""
+    api: Api
+    key_header: str
+    """"x-api-key" (Anthropic) or "authorization" (sent as `Bearer <key>`)."""
+
+
+Record = Callable[[str, ModelResponse, int], None]
+"""The call recorder (`CallRecorder`, behind ACT's lock): agent, response, turn."""
+Emit = Callable[[str, dict[str, Any]], None]
+
+
+class EgressProxy:
+    """One task's proxy: start it, bind `directory` into the jail, close it after."""
+
+    def __init__(
+        self,
+        route: Route,
+        key: str,
+        agent: str,
+        record: Record,
+        emit: Emit,
+        read_timeout: float = 600.0,
+        max_failures: int = 5,
+    ) -> None:
+        self.route = route
+        self.agent = agent
+        self._key = key
+        self._record = record
+        self._emit = emit
+        self.max_failures = max_failures
+        self.directory = Path(tempfile.mkdtemp(prefix="soda-egress-"))
+        os.chmod(self.directory, 0o700)
+        self.socket_path = self.directory / SOCKET_NAME
+        self.calls = 0
+        self.refused: list[str] = []
+        self.budget: BudgetExhausted | None = None
+        """Set when a call spent a budget: every later call is refused."""
+        self.failing = ""
+        """Set when the provider failed `max_failures` times in a row."""
+        self._failures = 0
+        self._lock = threading.Lock()
+        self._client = httpx.Client(
+            timeout=httpx.Timeout(read_timeout, connect=10.0), follow_redirects=False
+        )
+        self._server = _Server(str(self.socket_path), _Handler)
+        self._server.proxy = self
+        self._thread = threading.Thread(target=self._server.serve_forever, daemon=True)
+
+    def start(self) -> EgressProxy:
+        self._thread.start()
+        return self
+
+    def close(self) -> None:
+        self._server.shutdown()
+        self._server.server_close()
+        self._thread.join(timeout=5)
+        self._client.close()
+        with contextlib.suppress(OSError):
+            self.socket_path.unlink()
+        with contextlib.suppress(OSError):
+            self.directory.rmdir()
+
+    def stop_reason(self) -> str | None:
+        """Why the CLI should be ended now (a spent budget, a failing provider)."""
+        if self.budget is not None and self.refused:
+            return f"budget: {self.budget}"
+        return self.failing or None
+
+    # --- one request ----------------------------------------------------------
+
+    def refuse(self, method: str, path: str, why: str) -> None:
+        with self._lock:
+            self.refused.append(f"{method} {path}")
+        self._emit("executor.refused", {"method": method, "path": path[:200], "why": why})
+
+    def forward(self, handler: _Handler, method: str, path: str, body: bytes) -> None:
+        headers = {
+            name: value for name, value in handler.headers.items()
+            if name.lower() not in HOP_BY_HOP
+        }  # fmt: skip
+        if self.route.key_header == "x-api-key":
+            headers["x-api-key"] = self._key
+        else:
+            headers["authorization"] = f"Bearer {self._key}"
+        headers["accept-encoding"] = "identity"
+        meter = Meter(self.route.api)
+        started = time.monotonic()
+        request = self._client.build_request(
+            method, self.route.upstream + path, headers=headers, content=body
+        )
+        try:
+            response = self._client.send(request, stream=True)
+        except httpx.HTTPError as exc:
+            self._failed(f"no answer from {self.route.upstream}: {type(exc).__name__}")
+            handler.answer_json(
+                502, "api_error", f"soda egress: the provider did not answer: {exc}"
+            )
+            return
+        try:
+            handler.start_stream(response.status_code, response.headers)
+            for chunk in response.iter_raw():
+                meter.feed(chunk)
+                handler.write_chunk(chunk)
+            handler.end_stream()
+        except (httpx.HTTPError, OSError) as exc:
+            self._failed(f"the answer broke off: {type(exc).__name__}")
+            handler.close_connection = True
+            return
+        finally:
+            response.close()
+        meter.finish()
+        latency = int((time.monotonic() - started) * 1000)
+        if response.status_code == 200:
+            self._succeeded(meter, latency)
+        elif response.status_code >= 500 or response.status_code == 429:
+            self._failed(f"the provider answered {response.status_code}")
+
+    def _succeeded(self, meter: Meter, latency: int) -> None:
+        with self._lock:
+            self._failures = 0
+            self.calls += 1
+            turn = self.calls
+        answer = ModelResponse(
+            text="",
+            tool_calls=[],
+            stop_reason=meter.stop_reason or "unknown",
+            usage=meter.usage,
+            model=meter.model or "unknown",
+            raw={"via": "egress proxy", "api": self.route.api, "error": meter.error or None},
+            latency_ms=latency,
+        )
+        try:
+            self._record(self.agent, answer, turn)
+        except BudgetExhausted as exc:
+            with self._lock:
+                self.budget = exc
+
+    def _failed(self, why: str) -> None:
+        with self._lock:
+            self._failures += 1
+            failures = self._failures
+            if failures >= self.max_failures and not self.failing:
+                self.failing = f"the model API failed {failures} times in a row ({why})"
+        self._emit("executor.api_error", {"why": why, "in_a_row": failures})
+
+
+class _Server(socketserver.ThreadingUnixStreamServer):
+    daemon_threads = True
+    proxy: EgressProxy
+
+
+class _Handler(BaseHTTPRequestHandler):
+    protocol_version = "HTTP/1.1"
+    server: _Server
+
+    def log_message(self, format: str, *args: Any) -> None:
+        """Quiet: what matters is recorded as events and rows."""
+
+    def address_string(self) -> str:
+        return "jail"
+
+    def do_POST(self) -> None:
+        self._handle("POST")
+
+    def do_GET(self) -> None:
+        self._handle("GET")
+
+    def do_PUT(self) -> None:
+        self._handle("PUT")
+
+    def do_DELETE(self) -> None:
+        self._handle("DELETE")
+
+    def do_HEAD(self) -> None:
+        self._handle("HEAD")
+
+    def _handle(self, method: str) -> None:
+        proxy = self.server.proxy
+        length = int(self.headers.get("content-length") or 0)
+        body = self.rfile.read(length) if length else b""
+        path = self.path if self.path.startswith("/") else "/" + self.path
+        if method != "POST" or path.split("?")[0] not in proxy.route.paths:
+            proxy.refuse(method, path, "not a model endpoint")
+            self.answer_json(403, "permission_error", "soda egress: only model calls pass")
+            return
+        if proxy.budget is not None:
+            proxy.refuse(method, path, "budget spent")
+            self.answer_json(400, "invalid_request_error", f"soda egress: {proxy.budget}")
+            return
+        proxy.forward(self, method, path, body)
+
+    def answer_json(self, status: int, kind: str, message: str) -> None:
+        payload = json.dumps({"type": "error", "error": {"type": kind, "message": message}})
+        data = payload.encode()
+        self.send_response(status)
+        self.send_header("content-type", "application/json")
+        self.send_header("content-length", str(len(data)))
+        self.end_headers()
+        self.wfile.write(data)
+
+    def start_stream(self, status: int, headers: httpx.Headers) -> None:
+        self.send_response(status)
+        for name in PASSED_BACK:
+            if name in headers:
+                self.send_header(name, headers[name])
+        self.send_header("transfer-encoding", "chunked")
+        self.end_headers()
+
+    def write_chunk(self, chunk: bytes) -> None:
+        if chunk:
+            self.wfile.write(b"%x\r\n%s\r\n" % (len(chunk), chunk))
+            self.wfile.flush()
+
+    def end_stream(self) -> None:
+        self.wfile.write(b"0\r\n\r\n")
+        self.wfile.flush()
