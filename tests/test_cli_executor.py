@@ -1,0 +1,46 @@
+"""The coding CLIs as executors, for real: Claude Code and Codex at their pinned
+versions, in soda's jail, talking to a streaming stand-in API through soda's
+egress proxy; their work gated and merged like the built-in executor's."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from tests.cli_executors import SECRET, cli_project, outcome, run_once, scripted
+from tests.conftest import git
+from tests.fakestream import StreamAPI
+
+
+@pytest.fixture
+def api() -> Iterator[StreamAPI]:
+    server = StreamAPI(scripted("mkdir -p notes && printf 'Task a\\n' > notes/a.txt"))
+    server.start()
+    yield server
+    server.close()
+
+
+@pytest.mark.parametrize("backend", ["claude-code", "codex"])
+def test_a_task_done_by_the_cli_merges_through_the_gate(
+    tmp_path: Path, api: StreamAPI, backend: str
+) -> None:
+    model = "claude-sonnet-4-6" if backend == "claude-code" else "gpt-5-codex"
+    root = cli_project(tmp_path, backend, api, model=model)
+    session = run_once(root)
+    assert outcome(session) == "merged"
+    assert git(root, "show", "soda/spec:notes/a.txt") == "Task a"
+    # The model saw soda's proxy put the real key on every call; soda counted each.
+    calls = api.model_requests()
+    assert calls
+    keys = {c.headers.get("x-api-key") or c.headers.get("authorization") for c in calls}
+    assert keys <= {SECRET, f"Bearer {SECRET}"}
+    rows = list(session.db["agent_calls"].rows_where("agent = ?", [f"executor:{backend}"]))
+    assert len(rows) == len(calls)
+    assert all(r["input_tokens"] and r["output_tokens"] and r["cache_read_tokens"] for r in rows)
+    assert {r["model"] for r in rows} == {model}
+    assert sum(r["cost_usd"] for r in rows) > 0 or backend == "codex"  # codex: unpriced
+    kinds = [r["kind"] for r in session.db["events"].rows_where("kind LIKE 'executor.%'")]
+    assert "executor.tool" in kinds and "executor.said" in kinds
+    session.finish_run("done", "test")
