@@ -31,11 +31,11 @@ def tools(
 
     Example: soda tools install claude-code codex
     """
-    from soda.agent.backends.pins import PINS, installed_binary, install, tools_dir
+    from soda.agent.backends.pins import PINS, install, installed_binary, tools_dir
     from soda.errors import InputError
 
     if action == "install":
-        target, tail = install(list(names or []))
+        target, _ = install(list(names or []))
         for name in names or []:
             pin = PINS[name]
             out.print(f"{name}: {pin.package} {pin.version} -> {installed_binary(name)}")
