@@ -125,8 +125,9 @@ def _act_summary(raw: str | None) -> list[str]:
     return lines
 
 
-STEP_KINDS = ("plan.", "act.task.")
-"""The events `soda show` lists as the iteration's steps: the plan's and each task's."""
+STEP_KINDS = ("plan.", "act.task.", "executor.")
+"""The events `soda show` lists as the iteration's steps: the plan's and each task's
+(a coding CLI's too: what it said, the tools it called, what the proxy refused)."""
 
 
 def _steps_summary(db: Database, iteration_id: int) -> list[str]:

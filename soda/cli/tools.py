@@ -35,11 +35,14 @@ def tools(
     from soda.errors import InputError
 
     if action == "install":
-        target, _ = install(list(names or []))
+        target, said = install(list(names or []))
         for name in names or []:
             pin = PINS[name]
             out.print(f"{name}: {pin.package} {pin.version} -> {installed_binary(name)}")
-        out.print(f"installed into {target}", markup=False)
+        out.print(
+            f"{said}: {target}" if said == "already installed" else f"installed into {target}",
+            markup=False,
+        )
         return
     if action != "list" or names:
         raise InputError(f"soda tools: unknown action {action!r}; use list or install NAME...")

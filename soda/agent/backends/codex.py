@@ -37,7 +37,8 @@ class Codex:
             "--ignore-user-config", "--ignore-rules",
             "--dangerously-bypass-approvals-and-sandbox",
             "-c", "model_provider=soda", "-c", f"model_providers.soda={provider}",
-            "-c", "mcp_servers={}", "-m", model, prompt,
+            "-c", "mcp_servers={}", "-c", "analytics.enabled=false",
+            "-c", "check_for_update_on_startup=false", "-m", model, prompt,
         ]  # fmt: skip
 
     def environment(self, home: str) -> dict[str, str]:

@@ -116,8 +116,8 @@ def check_binary(backend: str, command: str | None) -> str:
 
 
 def install(backends: list[str]) -> tuple[Path, str]:
-    """npm-install the pinned CLIs into `tools_dir()` (idempotent: npm keeps what
-    is already at the pinned version). The directory and npm's last lines."""
+    """npm-install the pinned CLIs into `tools_dir()`; those already there at the
+    pinned version are left alone. The directory and npm's last lines."""
     unknown = [name for name in backends if name not in PINS]
     if unknown or not backends:
         known = ", ".join(PINS)
@@ -128,7 +128,13 @@ def install(backends: list[str]) -> tuple[Path, str]:
         raise UserError("soda tools install needs npm (Node.js 18 or later) on PATH")
     target = tools_dir()
     target.mkdir(parents=True, exist_ok=True)
-    specs = [f"{PINS[name].package}@{PINS[name].version}" for name in backends]
+    missing = [
+        name for name in backends
+        if binary_version(installed_binary(name)) != PINS[name].version
+    ]  # fmt: skip
+    if not missing:
+        return target, "already installed"
+    specs = [f"{PINS[name].package}@{PINS[name].version}" for name in missing]
     argv = [npm, "install", "--prefix", str(target), "--no-audit", "--no-fund", "--save-exact"]
     try:
         done = subprocess.run(
