@@ -38,12 +38,19 @@ def require_cli(backend: str) -> Path:
     return binary
 
 
-def cli_project(tmp_path: Path, backend: str, api: StreamAPI, **executor: Any) -> Path:
-    """The demo's sample project with `[executor]` set to `backend` behind `api`."""
+def cli_project(
+    tmp_path: Path,
+    backend: str,
+    api: StreamAPI,
+    settings: dict[str, str] | None = None,
+    **executor: Any,
+) -> Path:
+    """The demo's sample project with `[executor]` set to `backend` behind `api`
+    (and `settings` replacing lines of its soda.toml)."""
     require_cli(backend)
-    root = new_project(tmp_path)
-    settings = {"backend": backend, "base_url": api.url, "api_key_env": KEY_ENV, **executor}
-    lines = [f"{key} = {json.dumps(value)}" for key, value in settings.items()]
+    root = new_project(tmp_path, settings)
+    chosen = {"backend": backend, "base_url": api.url, "api_key_env": KEY_ENV, **executor}
+    lines = [f"{key} = {json.dumps(value)}" for key, value in chosen.items()]
     config = root / "soda.toml"
     text = re.sub(r"\n\[executor\]\n(?:[^\[].*\n|\n)*", "\n", config.read_text())
     config.write_text(text + "\n[executor]\n" + "\n".join(lines) + "\n")

@@ -16,7 +16,6 @@ like any other.
 
 from __future__ import annotations
 
-import contextlib
 import dataclasses
 import json
 import os
@@ -178,14 +177,16 @@ def _read(backend: Backend, line: str, transcript: Transcript, emit: Emit, name:
 
 
 def _outside(binary: Path, jail: Jail) -> list[Path]:
-    """The CLI's package, when the jail would hide it (it lives under the home)."""
+    """The CLI's package (its `node_modules`, else its directory), when it lives
+    where the jail hides (the home, /tmp, /run): bound read-only, nothing else."""
     real = Path(os.path.realpath(binary))
-    home = jail.home
-    with contextlib.suppress(ValueError):
-        if real.is_relative_to(home):
-            package = next((p for p in real.parents if p.name == "node_modules"), real.parent)
-            return [package, Path(os.path.realpath(binary)).parent]
-    return []
+    hidden = (jail.home, Path("/tmp"), Path("/var/tmp"), Path("/run"), *jail.hidden)
+    if not any(real.is_relative_to(place) for place in hidden):
+        return []
+    found = [next((p for p in real.parents if p.name == "node_modules"), real.parent)]
+    if Path(binary).parent != real.parent:  # a link elsewhere: its own directory too
+        found.append(Path(os.path.realpath(Path(binary).parent)))
+    return found
 
 
 def describe(event: dict[str, Any]) -> str:
