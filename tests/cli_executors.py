@@ -43,13 +43,20 @@ def cli_project(
     backend: str,
     api: StreamAPI,
     settings: dict[str, str] | None = None,
+    default: str | None = None,
     **executor: Any,
 ) -> Path:
-    """The demo's sample project with `[executor]` set to `backend` behind `api`
-    (and `settings` replacing lines of its soda.toml)."""
+    """The demo's sample project with `[executor]` set to `backend` (or `default`,
+    with `backend` then for the tasks that ask for it) behind `api`, and
+    `settings` replacing lines of its soda.toml."""
     require_cli(backend)
     root = new_project(tmp_path, settings)
-    chosen = {"backend": backend, "base_url": api.url, "api_key_env": KEY_ENV, **executor}
+    chosen = {
+        "backend": default or backend,
+        "base_url": api.url,
+        "api_key_env": KEY_ENV,
+        **executor,
+    }
     lines = [f"{key} = {json.dumps(value)}" for key, value in chosen.items()]
     config = root / "soda.toml"
     text = re.sub(r"\n\[executor\]\n(?:[^\[].*\n|\n)*", "\n", config.read_text())

@@ -4,14 +4,18 @@ egress proxy; their work gated and merged like the built-in executor's."""
 
 from __future__ import annotations
 
+import os
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
-from tests.cli_executors import SECRET, cli_project, outcome, run_once, scripted
+from soda.loop import rules_text
+from soda.loop.run import run_loop
+from tests.cli_executors import KEY_ENV, SECRET, cli_project, outcome, run_once, scripted
 from tests.conftest import git
 from tests.fakestream import StreamAPI
+from tests.plan_fakes import fake_model, open_session, plan, task
 
 
 @pytest.fixture
@@ -43,4 +47,20 @@ def test_a_task_done_by_the_cli_merges_through_the_gate(
     assert sum(r["cost_usd"] for r in rows) > 0 or backend == "codex"  # codex: unpriced
     kinds = [r["kind"] for r in session.db["events"].rows_where("kind LIKE 'executor.%'")]
     assert "executor.tool" in kinds and "executor.said" in kinds
+    session.finish_run("done", "test")
+
+
+def test_a_plan_task_may_ask_for_an_allowed_cli(tmp_path: Path, api: StreamAPI) -> None:
+    root = cli_project(tmp_path, "claude-code", api, default="builtin", allowed=["claude-code"])
+    asked = {**task("a"), "tool_hints": ["executor:claude-code"]}
+    plain = {**task("b"), "tool_hints": ["executor:codex"]}  # not allowed: the built-in agent
+    os.environ[KEY_ENV] = SECRET
+    session = open_session(root, fake_model(plan(asked, plain)))
+    assert '"executor:claude-code"' in rules_text.tests_and_merges(session.config, "planner")
+    run_loop(session, lambda line: None, once=True)
+    assert outcome(session) == "merged"
+    assert git(root, "show", "soda/spec:notes/a.txt") == "Task a"  # the CLI's work
+    assert git(root, "show", "soda/spec:notes/b.txt") == "Task b"  # the built-in's
+    started = [r["data_json"] for r in session.db["events"].rows_where("kind = 'executor.start'")]
+    assert len(started) == 1 and "claude-code" in started[0]
     session.finish_run("done", "test")

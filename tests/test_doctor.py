@@ -38,6 +38,7 @@ def test_all_pass_on_a_ready_project(project: Path) -> None:
         ["pass", "gate"],
         ["pass", "state"],
         ["pass", "provider"],
+        ["pass", "executor"],
         ["pass", "fit"],
     ]
 

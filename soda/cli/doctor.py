@@ -34,6 +34,7 @@ from typing import Any
 
 import git
 
+from soda.agent.backends.run import check_executors
 from soda.agent.condense import CHARS_PER_TOKEN
 from soda.agent.definition import Agent, first_message, load_agent, terminal_tools
 from soda.agent.limits import Limits, limits_for, request_tokens
@@ -104,6 +105,7 @@ def run_checks(directory: Path, ping: bool = False, tests: bool = False) -> list
     probes += [
         ("state", _state),
         ("provider", lambda c: _provider(c, ping)),
+        ("executor", check_executors),
         ("fit", lambda c: _fit(c, ping)),
     ]
     for name, probe in probes:

@@ -46,7 +46,7 @@ def tests_and_merges(config: Config, role: Role) -> str:
     threshold = config.approval.risk_threshold
     at_or_above = threshold if threshold == RISK_LEVELS[-1] else f"{threshold} or higher"
     held = ";\n".join(f"- {rule}" for rule in held_changes(config.gate.protected)) + "."
-    return (
+    return executors(config, role) + (
         f"Test command: `{command}`. The gate runs exactly this, in the jail, on a clean "
         "checkout of each change merged with the milestone, and merges only if no test "
         f"that passed before fails. {how} Do not run the tests any other way: in the jail "
@@ -61,6 +61,19 @@ def tests_and_merges(config: Config, role: Role) -> str:
         f"{held}\n"
         "An unattended run cannot wait for that: avoid these unless the task cannot be "
         "done without them, and then say so (and why) in the plan or your summary."
+    )
+
+
+def executors(config: Config, role: Role) -> str:
+    """For the planner, when `[executor] allowed` lets a task choose: how to ask."""
+    allowed = [name for name in config.executor.allowed if name != config.executor.backend]
+    if role != "planner" or not allowed:
+        return ""
+    names = ", ".join(f'"executor:{name}"' for name in allowed)
+    return (
+        f"Executors: every task is done by {config.executor.backend} unless its "
+        f"`tool_hints` name another the person allows ({names}); ask for one only when "
+        "the task suits it better.\n\n"
     )
 
 

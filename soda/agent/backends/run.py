@@ -28,7 +28,7 @@ from typing import Any
 
 from soda.agent.backends.claude_code import CLAUDE_CODE
 from soda.agent.backends.codex import CODEX
-from soda.agent.backends.pins import find_binary
+from soda.agent.backends.pins import check_binary, find_binary
 from soda.agent.backends.port import Backend, Transcript
 from soda.agent.backends.proxy import EgressProxy, Emit, Record
 from soda.config import Config
@@ -192,3 +192,20 @@ def _outside(binary: Path, jail: Jail) -> list[Path]:
 def describe(event: dict[str, Any]) -> str:
     """One event as a line (for debugging a backend's stream)."""
     return json.dumps(event)[:PREVIEW]
+
+
+def check_executors(config: Config) -> str:
+    """`soda doctor`'s check of the CLI executors the config may use: each binary
+    at its pinned version, and its API key present (outside the jail)."""
+    executor = config.executor
+    names = sorted({executor.backend, *executor.allowed} - {"builtin"})
+    if not names:
+        return "builtin (soda's own tool loop)"
+    lines = []
+    for name in names:
+        command = executor.command if name == executor.backend else None
+        lines.append(check_binary(name, command))
+        _, key_env = BACKENDS[name].route(config)
+        if not os.environ.get(key_env):
+            raise CredentialsError(f"{name}: no API key in the environment variable {key_env}")
+    return "; ".join(lines)
