@@ -5,11 +5,13 @@ egress proxy; their work gated and merged like the built-in executor's."""
 from __future__ import annotations
 
 import os
+import re
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
+from soda.cli.report import show_iteration
 from soda.loop import rules_text
 from soda.loop.run import run_loop
 from tests.cli_executors import KEY_ENV, SECRET, cli_project, outcome, run_once, scripted
@@ -47,6 +49,12 @@ def test_a_task_done_by_the_cli_merges_through_the_gate(
     assert sum(r["cost_usd"] for r in rows) > 0 or backend == "codex"  # codex: unpriced
     kinds = [r["kind"] for r in session.db["events"].rows_where("kind LIKE 'executor.%'")]
     assert "executor.tool" in kinds and "executor.said" in kinds
+    # `soda show`: what the CLI said and which tools it called, and its calls.
+    shown = show_iteration(session.db, 1)
+    tool = "Bash" if backend == "claude-code" else "shell"
+    assert re.search(rf"executor\.tool .*text={tool} .*notes/a\.txt", shown), shown
+    assert re.search(r"executor\.said .*text=wrote the note", shown), shown
+    assert f"executor:{backend} {model} t1:" in shown
     session.finish_run("done", "test")
 
 

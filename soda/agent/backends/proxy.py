@@ -100,7 +100,9 @@ class EgressProxy:
         )
         self._server = _Server(str(self.socket_path), _Handler)
         self._server.proxy = self
-        self._thread = threading.Thread(target=self._server.serve_forever, daemon=True)
+        self._thread = threading.Thread(
+            target=self._server.serve_forever, kwargs={"poll_interval": 0.02}, daemon=True
+        )  # a short poll: closing the proxy waits for it
 
     def start(self) -> EgressProxy:
         self._thread.start()
