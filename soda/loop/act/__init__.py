@@ -4,7 +4,8 @@
     execute   execute.execute_plan: the plan's batches, the tasks of a batch at
               the same time (`act.max_parallel_tasks`), the smart cascade
     task      task.PlanRun: per task, executor runs on a fresh worktree, a commit,
-              then the merge (one task at a time), the retries
+              then the merge (one task at a time), the retries; the executor
+              is the built-in agent or a coding CLI (`cli`, `[executor]`)
     merge     merge.merge_task: catch up with the milestone, write the merge
               commit, test *that commit* on a clean checkout, gate against the
               tip, compare-and-swap the ref
