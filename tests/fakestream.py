@@ -26,6 +26,13 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
 _ids = itertools.count(1)
+ERROR_TYPES = {
+    400: "invalid_request_error",
+    401: "authentication_error",
+    429: "rate_limit_error",
+    529: "overloaded_error",
+}
+"""The API's error type for a status, as the CLIs read it (they retry some)."""
 
 
 @dataclass(frozen=True)
@@ -143,7 +150,8 @@ class _Handler(BaseHTTPRequestHandler):
             return
         step = api.respond(seen)
         if step.status != 200:
-            error = {"type": "overloaded_error", "message": "Overloaded"}
+            kind = ERROR_TYPES.get(step.status, "api_error")
+            error = {"type": kind, "message": f"stand-in {kind}"}
             self._answer_json(step.status, {"type": "error", "error": error})
             return
         events = _messages(step, body) if path == "/v1/messages" else _responses(step, body)
