@@ -55,6 +55,8 @@ def cli_project(
         "backend": default or backend,
         "base_url": api.url,
         "api_key_env": KEY_ENV,
+        "task_timeout": 120,  # a test's bounds, should a CLI misbehave
+        "idle_timeout": 60,
         **executor,
     }
     lines = [f"{key} = {json.dumps(value)}" for key, value in chosen.items()]
