@@ -53,7 +53,7 @@ def start_ms(config: Config, jail: Jail, root: Path) -> float:
     """Proxy, launcher (with `true` as the CLI) in the jail, teardown."""
     started = time.perf_counter()
     route, _ = cli.BACKENDS["claude-code"].route(config)
-    proxy = EgressProxy(route, "sk", "bench", lambda a, r, t: None, lambda k, d: None).start()
+    proxy = EgressProxy(route, "sk", "bench", lambda *call: None, lambda k, d: None).start()
     try:
         launcher = proxy.directory / "launcher.py"
         launcher.write_text((Path(cli.__file__).parent / "launcher.py").read_text())
@@ -70,7 +70,7 @@ def start_ms(config: Config, jail: Jail, root: Path) -> float:
 def task_ms(config: Config, jail: Jail, root: Path) -> float:
     started = time.perf_counter()
     outcome = cli.run_cli(
-        "claude-code", config, jail, root, "say done", lambda a, r, t: None, lambda k, d: None
+        "claude-code", config, jail, root, "say done", lambda *call: None, lambda k, d: None
     )
     assert not outcome.failed, outcome.failed
     return (time.perf_counter() - started) * 1000

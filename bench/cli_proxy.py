@@ -86,10 +86,10 @@ def main() -> int:
     with tempfile.TemporaryDirectory(prefix="soda-bench-") as tmp:
         db = open_db(Path(tmp) / "soda.db")
 
-        def record(agent: str, response: ModelResponse, turn: int) -> None:
+        def record(agent: str, response: ModelResponse, turn: int, *more: object) -> None:
             agent_calls.record(db, None, None, agent, "anthropic", turn, response, 0.0)
 
-        route = Route(api.url, frozenset({"/v1/messages"}), "messages", "x-api-key")
+        route = Route(api.url, frozenset({"/v1/messages"}), "messages", "x-api-key", "anthropic")
         proxy = EgressProxy(route, "sk-real", "executor:bench", record, lambda k, d: None)
         proxy.start()
         process, url = forwarder(proxy)

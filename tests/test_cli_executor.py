@@ -12,6 +12,7 @@ from pathlib import Path
 import pytest
 
 from soda.cli.report import show_iteration
+from soda.errors import CredentialsError
 from soda.loop import rules_text
 from soda.loop.run import run_loop
 from tests.cli_executors import KEY_ENV, SECRET, cli_project, outcome, run_once, scripted
@@ -46,6 +47,7 @@ def test_a_task_done_by_the_cli_merges_through_the_gate(
     assert len(rows) == len(calls)
     assert all(r["input_tokens"] and r["output_tokens"] and r["cache_read_tokens"] for r in rows)
     assert {r["model"] for r in rows} == {model}
+    assert {r["provider"] for r in rows} == {"anthropic" if backend == "claude-code" else "openai"}
     assert sum(r["cost_usd"] for r in rows) > 0 or backend == "codex"  # codex: unpriced
     kinds = [r["kind"] for r in session.db["events"].rows_where("kind LIKE 'executor.%'")]
     assert "executor.tool" in kinds and "executor.said" in kinds
@@ -71,4 +73,19 @@ def test_a_plan_task_may_ask_for_an_allowed_cli(tmp_path: Path, api: StreamAPI) 
     assert git(root, "show", "soda/spec:notes/b.txt") == "Task b"  # the built-in's
     started = [r["data_json"] for r in session.db["events"].rows_where("kind = 'executor.start'")]
     assert len(started) == 1 and "claude-code" in started[0]
+    session.finish_run("done", "test")
+
+
+def test_a_missing_key_is_the_persons_to_fix_and_starts_nothing(
+    tmp_path: Path, api: StreamAPI
+) -> None:
+    root = cli_project(tmp_path, "claude-code", api, api_key_env="SODA_TEST_NO_SUCH_KEY")
+    session = open_session(root, fake_model(plan(task("a"))))
+    with pytest.raises(CredentialsError, match="SODA_TEST_NO_SUCH_KEY") as raised:
+        run_loop(session, lambda line: None, once=True)
+    assert raised.value.exit_code == 2  # one line for the person, exit 2
+    (row,) = list(session.db["iterations"].rows)
+    assert row["outcome"] == "error"
+    assert "environment variable SODA_TEST_NO_SUCH_KEY" in row["error"]
+    assert not api.requests  # the CLI never started
     session.finish_run("done", "test")

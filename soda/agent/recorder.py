@@ -60,8 +60,15 @@ class CallRecorder:
         self.cost_usd = 0.0
 
     def __call__(
-        self, agent: str, response: ModelResponse, turn: int, request: ModelRequest | None = None
+        self,
+        agent: str,
+        response: ModelResponse,
+        turn: int,
+        request: ModelRequest | None = None,
+        provider: str | None = None,
     ) -> None:
+        """Store one call; `provider` names another provider than the session's
+        (a coding CLI's calls through the egress proxy)."""
         # A lone surrogate in the raw answer could be neither JSON-encoded as UTF-8
         # nor stored by SQLite: it becomes U+FFFD on the way in.
         response = safe_response(response)
@@ -70,8 +77,9 @@ class CallRecorder:
         usage = response.usage
         cost = usage.cost(self.config.model.prices.get(response.model))
         agent_calls.record(
-            self.db, self.run_id, self.iteration_id, agent, self.provider, turn, response, cost
-        )
+            self.db, self.run_id, self.iteration_id, agent, provider or self.provider, turn,
+            response, cost,
+        )  # fmt: skip
         self.tokens_in += usage.input_tokens + usage.cache_creation_tokens + usage.cache_read_tokens
         self.tokens_out += usage.output_tokens
         self.cost_usd += cost

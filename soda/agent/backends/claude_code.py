@@ -53,7 +53,7 @@ class ClaudeCode:
         )
         paths = frozenset({"/v1/messages", "/v1/messages/count_tokens"})
         key_env = executor.api_key_env or model.api_key_env
-        return Route(upstream.rstrip("/"), paths, "messages", "x-api-key"), key_env
+        return Route(upstream.rstrip("/"), paths, "messages", "x-api-key", "anthropic"), key_env
 
     def model(self, config: Config) -> str:
         return config.executor.model or config.model.strong

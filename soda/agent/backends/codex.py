@@ -48,7 +48,8 @@ class Codex:
         executor = config.executor
         upstream = (executor.base_url or DEFAULT_UPSTREAM).rstrip("/")
         key_env = executor.api_key_env or "OPENAI_API_KEY"
-        return Route(upstream, frozenset({"/v1/responses"}), "responses", "authorization"), key_env
+        paths = frozenset({"/v1/responses"})
+        return Route(upstream, paths, "responses", "authorization", "openai"), key_env
 
     def model(self, config: Config) -> str:
         return config.executor.model or DEFAULT_MODEL

@@ -30,13 +30,13 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from http.server import BaseHTTPRequestHandler
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
 import httpx
 
 from soda.agent.backends.usage import Api, Meter
 from soda.errors import BudgetExhausted
-from soda.llm.base import ModelResponse
+from soda.llm.base import ModelRequest, ModelResponse
 
 SOCKET_NAME = "proxy.sock"
 HOP_BY_HOP = frozenset(
@@ -58,10 +58,23 @@ class Route:
     api: Api
     key_header: str
     """"x-api-key" (Anthropic) or "authorization" (sent as `Bearer <key>`)."""
+    provider: str
+    """Its name in `agent_calls`: "anthropic" or "openai"."""
 
 
-Record = Callable[[str, ModelResponse, int], None]
-"""The call recorder (`CallRecorder`, behind ACT's lock): agent, response, turn."""
+class Record(Protocol):
+    """The call recorder (`CallRecorder`, behind ACT's lock)."""
+
+    def __call__(
+        self,
+        agent: str,
+        response: ModelResponse,
+        turn: int,
+        request: ModelRequest | None = None,
+        provider: str | None = None,
+    ) -> None: ...
+
+
 Emit = Callable[[str, dict[str, Any]], None]
 
 
@@ -188,7 +201,7 @@ class EgressProxy:
             latency_ms=latency,
         )
         try:
-            self._record(self.agent, answer, turn)
+            self._record(self.agent, answer, turn, None, self.route.provider)
         except BudgetExhausted as exc:
             with self._lock:
                 self.budget = exc

@@ -24,7 +24,6 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from importlib import resources
 from pathlib import Path
-from typing import Any
 
 from soda.agent.backends.claude_code import CLAUDE_CODE
 from soda.agent.backends.codex import CODEX
@@ -187,11 +186,6 @@ def _outside(binary: Path, jail: Jail) -> list[Path]:
     if Path(binary).parent != real.parent:  # a link elsewhere: its own directory too
         found.append(Path(os.path.realpath(Path(binary).parent)))
     return found
-
-
-def describe(event: dict[str, Any]) -> str:
-    """One event as a line (for debugging a backend's stream)."""
-    return json.dumps(event)[:PREVIEW]
 
 
 def check_executors(config: Config) -> str:

@@ -23,10 +23,18 @@ class LockedRecorder:
         self._lock = threading.RLock()
 
     def __call__(
-        self, agent: str, response: ModelResponse, turn: int, request: ModelRequest | None = None
+        self,
+        agent: str,
+        response: ModelResponse,
+        turn: int,
+        request: ModelRequest | None = None,
+        provider: str | None = None,
     ) -> None:
         with self._lock:
-            self._recorder(agent, response, turn, request)
+            if provider is None:
+                self._recorder(agent, response, turn, request)
+            else:
+                self._recorder(agent, response, turn, request, provider)
 
     def __getattr__(self, name: str) -> Any:
         attribute = getattr(self._recorder, name)
