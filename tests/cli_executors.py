@@ -137,3 +137,21 @@ def count_results(body: dict[str, Any]) -> int:
         if isinstance(i, dict) and i.get("type") == "function_call_output"
     )
     return found
+
+
+def running(directory: Path, marker: str, start: bool = False) -> list[int]:
+    """Processes working under `directory` (a test's own: tests run side by side)
+    whose command line holds `marker` (`start`: begins with it), jailed or not."""
+    found = []
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            cwd = os.readlink(entry / "cwd")
+            cmdline = (entry / "cmdline").read_bytes().replace(b"\0", b" ").decode()
+        except OSError:
+            continue
+        found_it = cmdline.startswith(marker) if start else marker in cmdline
+        if cwd.startswith(str(directory)) and found_it:
+            found.append(int(entry.name))
+    return found

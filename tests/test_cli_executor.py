@@ -51,6 +51,8 @@ def test_a_task_done_by_the_cli_merges_through_the_gate(
     assert sum(r["cost_usd"] for r in rows) > 0 or backend == "codex"  # codex: unpriced
     kinds = [r["kind"] for r in session.db["events"].rows_where("kind LIKE 'executor.%'")]
     assert "executor.tool" in kinds and "executor.said" in kinds
+    ends = [r["data_json"] for r in session.db["events"].rows_where("kind = 'agent.end'")]
+    assert f'"agent": "executor:{backend}"' in ends[-1] and '"outcome": "answered"' in ends[-1]
     # `soda show`: what the CLI said and which tools it called, and its calls.
     shown = show_iteration(session.db, 1)
     tool = "Bash" if backend == "claude-code" else "shell"

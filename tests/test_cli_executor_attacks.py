@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import socket
+import subprocess
 import threading
 from collections.abc import Iterator
 from pathlib import Path
@@ -15,7 +16,9 @@ from pathlib import Path
 import pytest
 
 from soda.agent.backends.pins import installed_binary
-from tests.cli_executors import SECRET, cli_project, outcome, run_once, scripted
+from soda.config import load
+from soda.system.jail import Jail
+from tests.cli_executors import SECRET, cli_project, outcome, run_once, running, scripted
 from tests.conftest import git, wait_for
 from tests.fakestream import StreamAPI
 
@@ -182,19 +185,6 @@ def test_a_prompt_injected_repository_widens_nothing(
         api.close()
 
 
-def sleepers(marker: str) -> list[int]:
-    found = []
-    for entry in Path("/proc").iterdir():
-        if entry.name.isdigit():
-            try:
-                cmdline = (entry / "cmdline").read_bytes().replace(b"\0", b" ").decode()
-            except OSError:
-                continue
-            if marker in cmdline:
-                found.append(int(entry.name))
-    return found
-
-
 @pytest.mark.parametrize("backend", BACKENDS)
 def test_no_cli_process_outlives_its_task(tmp_path: Path, backend: str) -> None:
     escape = (
@@ -205,21 +195,33 @@ def test_no_cli_process_outlives_its_task(tmp_path: Path, backend: str) -> None:
     api = serve(scripted(escape))
     try:
         root = cli_project(tmp_path, backend, api)
+        seen_in_the_jail(root, tmp_path)
         session = run_once(root)
         assert outcome(session) == "merged"
-        running = git(root, "show", "soda/spec:notes/ps.txt")
-        assert "sleep 3141" in running and "sleep 3143" in running  # they were started
-        wait_for(lambda: not sleepers("sleep 314"), 10, "the CLI's background sleeps to die")
-        binary = str(installed_binary(backend))
-        assert not sleepers(binary) and not sleepers(
-            "soda-egress-"
-        )  # nor the CLI, nor its launcher
+        started = git(root, "show", "soda/spec:notes/ps.txt")
+        assert "sleep 3141" in started and "sleep 3143" in started  # they were started
+        wait_for(lambda: not running(tmp_path, "sleep 314"), 10, "the background sleeps to die")
+        assert not running(tmp_path, str(installed_binary(backend)))  # nor the CLI
+        assert not running(tmp_path, "launcher.py")  # nor its launcher
         session.finish_run("done", "test")
     finally:
         api.close()
 
 
+def seen_in_the_jail(root: Path, tmp_path: Path) -> None:
+    """`running` sees a process in the jail (else its absence would prove nothing)."""
+    jail = Jail.for_config(load(root / "soda.toml"))
+    with jail.wrapper(root) as prefix:
+        child = subprocess.Popen([*prefix, "sleep", "2999"], cwd=root, env=jail.environment())
+        try:  # the sleep itself, not bwrap's command line naming it
+            wait_for(lambda: running(tmp_path, "sleep 2999", start=True), 10, "a jailed sleep")
+        finally:
+            child.kill()  # the jail is set up: everything in it dies with bwrap
+            child.wait()
+    wait_for(lambda: not running(tmp_path, "2999"), 10, "the jailed sleep to die")
+
+
 @pytest.fixture(autouse=True)
-def _no_leftovers() -> Iterator[None]:
+def _no_leftovers(tmp_path: Path) -> Iterator[None]:
     yield
-    assert not sleepers("sleep 314")
+    assert not running(tmp_path, "sleep 314")

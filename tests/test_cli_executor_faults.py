@@ -11,16 +11,17 @@ from pathlib import Path
 
 import pytest
 
+from soda.agent.backends.pins import installed_binary
 from tests.cli_executors import (
     cli_project,
     outcome,
     require_cli,
     run_once,
+    running,
     scripted,
 )
 from tests.conftest import git, wait_for
 from tests.fakestream import Seen, Step, StreamAPI, stall_after_start, status
-from tests.test_cli_executor_attacks import sleepers
 
 NOTE = "mkdir -p notes && printf 'Task a\\n' > notes/a.txt"
 
@@ -37,11 +38,10 @@ def ended(session: object) -> dict[str, object]:
     return dict(json.loads(row["data_json"]))
 
 
-def nothing_left(backend: str) -> None:
-    from soda.agent.backends.pins import installed_binary
-
-    wait_for(lambda: not sleepers(str(installed_binary(backend))), 10, f"{backend} to be gone")
-    wait_for(lambda: not sleepers("soda-egress-"), 10, "the launcher to be gone")
+def nothing_left(tmp_path: Path, backend: str) -> None:
+    binary = str(installed_binary(backend))
+    wait_for(lambda: not running(tmp_path, binary), 10, f"{backend} to be gone")
+    wait_for(lambda: not running(tmp_path, "launcher.py"), 10, "the launcher to be gone")
 
 
 @pytest.mark.parametrize("backend", ["claude-code", "codex"])
@@ -58,7 +58,7 @@ def test_a_stream_that_stops_without_ending_is_killed_at_the_idle_limit(
         assert ended(session)["killed"] == "idle: no event for 2 s"
         task = task_row(session)
         assert task["status"] == "gave_up" and "idle" in str(task["reason"])
-        nothing_left(backend)
+        nothing_left(tmp_path, backend)
         session.finish_run("done", "test")
     finally:
         api.close()
@@ -87,7 +87,7 @@ def test_a_cli_that_hangs_after_its_result_is_ended_after_the_grace(tmp_path: Pa
         assert outcome(session) == "merged"  # it had answered: the work counts
         assert "after its final result" in str(ended(session)["killed"])
         assert git(root, "show", "soda/spec:notes/a.txt") == "Task a"
-        wait_for(lambda: not sleepers("sleep 2718"), 10, "the hung wrapper to die")
+        wait_for(lambda: not running(tmp_path, "sleep 2718"), 10, "the hung wrapper to die")
         session.finish_run("done", "test")
     finally:
         api.close()
@@ -107,7 +107,7 @@ def test_an_error_with_exit_code_0_is_a_failed_attempt(tmp_path: Path) -> None:
         task = task_row(session)
         assert task["status"] == "gave_up"
         assert "claude-code ended with an error" in str(task["reason"])
-        nothing_left("claude-code")
+        nothing_left(tmp_path, "claude-code")
         session.finish_run("done", "test")
     finally:
         api.close()
@@ -123,7 +123,7 @@ def test_an_api_that_answers_529_ends_the_task_as_transient(tmp_path: Path) -> N
         assert outcome(session) == "transient"
         assert len(api.model_requests()) >= 2
         assert "failed 2 times in a row" in str(ended(session)["killed"])
-        nothing_left("claude-code")
+        nothing_left(tmp_path, "claude-code")
         session.finish_run("done", "test")
     finally:
         api.close()
@@ -144,7 +144,7 @@ def test_a_spent_budget_refuses_the_next_call_and_ends_the_task_budget(tmp_path:
         assert refused and refused[0]["why"] == "budget spent"
         rows = list(session.db["agent_calls"].rows_where("agent = 'executor:claude-code'"))
         assert len(rows) == 1 and rows[0]["cost_usd"] > 0.000001
-        nothing_left("claude-code")
+        nothing_left(tmp_path, "claude-code")
         session.finish_run("done", "test")
     finally:
         api.close()

@@ -268,8 +268,9 @@ class ExecutorConfig(Section):
     """Backends a plan task may ask for instead of `backend` (the planner names one
     in a task's tool hints as `executor:NAME`); empty: every task uses `backend`."""
     command: str | None = None
-    """Path (or name on PATH) of the CLI's binary. Not set: the one `soda tools
-    install` put in soda's own directory, else the pinned binary's name on PATH."""
+    """Path (or name on PATH) of `backend`'s binary. Not set (and always for the
+    `allowed` ones): the one `soda tools install` put in soda's own directory,
+    else the pinned binary's name on PATH."""
     model: str | None = None
     """Model the CLI is asked for. Not set: model.strong for claude-code,
     gpt-5-codex for codex."""

@@ -22,6 +22,7 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+import socket
 import socketserver
 import tempfile
 import threading
@@ -107,6 +108,9 @@ class EgressProxy:
         self.failing = ""
         """Set when the provider failed `max_failures` times in a row."""
         self._failures = 0
+        self._closed = False
+        self._open: set[httpx.Response] = set()
+        """Answers still streaming: closed with the proxy, so no thread outlives it."""
         self._lock = threading.Lock()
         self._client = httpx.Client(
             timeout=httpx.Timeout(read_timeout, connect=10.0), follow_redirects=False
@@ -122,6 +126,11 @@ class EgressProxy:
         return self
 
     def close(self) -> None:
+        with self._lock:
+            self._closed = True
+            streaming = list(self._open)
+        for response in streaming:  # a stalled upstream: its reader wakes and ends
+            _hang_up(response)
         self._server.shutdown()
         self._server.server_close()
         self._thread.join(timeout=5)
@@ -161,6 +170,8 @@ class EgressProxy:
         )
         try:
             response = self._client.send(request, stream=True)
+            with self._lock:
+                self._open.add(response)
         except httpx.HTTPError as exc:
             self._failed(f"no answer from {self.route.upstream}: {type(exc).__name__}")
             handler.answer_json(
@@ -172,19 +183,23 @@ class EgressProxy:
             for chunk in response.iter_raw():
                 meter.feed(chunk)
                 handler.write_chunk(chunk)
+            meter.finish()
+            latency = int((time.monotonic() - started) * 1000)
+            # Recorded before the answer ends: the CLI's next call sees the budget.
+            if response.status_code == 200 and (meter.model or meter.usage.total):
+                self._succeeded(meter, latency)  # a model call (not a token count)
+            elif response.status_code >= 500 or response.status_code == 429:
+                self._failed(f"the provider answered {response.status_code}")
             handler.end_stream()
-        except (httpx.HTTPError, OSError) as exc:
+        except httpx.HTTPError as exc:  # the provider's side broke
             self._failed(f"the answer broke off: {type(exc).__name__}")
             handler.close_connection = True
-            return
+        except OSError:  # the CLI hung up (it was ended): not the provider's failure
+            handler.close_connection = True
         finally:
             response.close()
-        meter.finish()
-        latency = int((time.monotonic() - started) * 1000)
-        if response.status_code == 200:
-            self._succeeded(meter, latency)
-        elif response.status_code >= 500 or response.status_code == 429:
-            self._failed(f"the provider answered {response.status_code}")
+            with self._lock:
+                self._open.discard(response)
 
     def _succeeded(self, meter: Meter, latency: int) -> None:
         with self._lock:
@@ -208,6 +223,8 @@ class EgressProxy:
 
     def _failed(self, why: str) -> None:
         with self._lock:
+            if self._closed:  # the task is over: nothing more to say about it
+                return
             self._failures += 1
             failures = self._failures
             if failures >= self.max_failures and not self.failing:
@@ -285,3 +302,13 @@ class _Handler(BaseHTTPRequestHandler):
     def end_stream(self) -> None:
         self.wfile.write(b"0\r\n\r\n")
         self.wfile.flush()
+
+
+def _hang_up(response: httpx.Response) -> None:
+    """Shut the socket under a streaming answer: a thread blocked reading it wakes
+    (closing the response would wait for that thread)."""
+    stream = response.extensions.get("network_stream")
+    sock = stream.get_extra_info("socket") if stream is not None else None
+    if isinstance(sock, socket.socket):
+        with contextlib.suppress(OSError):
+            sock.shutdown(socket.SHUT_RDWR)

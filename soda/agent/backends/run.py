@@ -56,6 +56,8 @@ class CliOutcome:
     budget: BudgetExhausted | None = None
     transcript: Transcript = field(default_factory=Transcript)
     duration_s: float = 0.0
+    calls: int = 0
+    """Model calls the proxy forwarded and recorded."""
 
 
 def backend_for(config: Config, hints: list[str]) -> str:
@@ -127,7 +129,7 @@ def run_cli(
     finally:
         proxy.close()
     outcome = _ending(transcript, watched.killed, watched.returncode, watched.stderr)
-    outcome.duration_s = watched.duration_s
+    outcome.duration_s, outcome.calls = watched.duration_s, proxy.calls
     outcome.budget = proxy.budget
     outcome.transient = proxy.failing
     if watched.killed == "cancelled":

@@ -52,10 +52,17 @@ def cli_answer(
     def emit(kind: str, data: dict[str, Any]) -> None:
         it.events.emit(kind, {"plan": it.number, "key": task.id, "task_id": task.task_id, **data})
 
-    outcome = run_cli(
-        backend, session.config, session.jail, ws.path, cli_prompt(inputs), record, emit,
-        should_stop,
-    )  # fmt: skip
+    agent = f"executor:{backend}"
+    record.event("agent.start", {"agent": agent, "tier": "cli", "model": backend})
+    ending, turns = "error", 0
+    try:
+        outcome = run_cli(
+            backend, session.config, session.jail, ws.path, cli_prompt(inputs), record, emit,
+            should_stop,
+        )  # fmt: skip
+        ending, turns = ("gave_up" if outcome.failed else "answered"), outcome.calls
+    finally:  # the live view's frame around the CLI's turns, as for any agent
+        record.event("agent.end", {"agent": agent, "turns": turns, "outcome": ending})
     if outcome.budget is not None:
         raise outcome.budget
     if outcome.transient:
