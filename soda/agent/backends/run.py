@@ -41,6 +41,8 @@ JAIL_HOME = "/tmp/soda-home"
 """The CLI's home inside the jail: in the jail's private /tmp, empty at the start."""
 PREVIEW = 300
 """Characters of a step kept in its event."""
+STEP_EVENTS = {"said": "executor.said", "tool": "executor.tool"}
+"""The event of each kind of step the CLI reports."""
 
 
 @dataclass
@@ -173,7 +175,7 @@ def _read(backend: Backend, line: str, transcript: Transcript, emit: Emit, name:
         return False
     transcript.events += 1
     for step in backend.read(event, transcript):
-        emit(f"executor.{step.kind}", {"backend": name, "text": step.text[:PREVIEW]})
+        emit(STEP_EVENTS[step.kind], {"backend": name, "text": step.text[:PREVIEW]})
     return transcript.done
 
 
