@@ -12,6 +12,7 @@ from collections.abc import Iterable
 from soda.contracts.claims import (
     Claims,
     CodeClaims,
+    ForgeClaims,
     HumanClaims,
     LastAct,
     ProjectClaims,
@@ -33,6 +34,7 @@ def claims_text(claims: Claims) -> str:
         _learnings(claims.project),
         _work(claims.work),
         _human(claims.human),
+        _forge(claims.forge),
         _history(claims.project),
         _last_act(claims.project.last_act),
         _code(claims.code),
@@ -190,3 +192,18 @@ def _status(project: ProjectClaims) -> str:
             f"{budget.max_tokens_per_iteration}",
         ],
     )
+
+
+def _forge(forge: ForgeClaims | None) -> str:
+    """The pull request: failing checks (CI, a second gate) with what they said."""
+    if forge is None:
+        return ""
+    state = "draft" if forge.draft else "ready for review"
+    lines = [f"#{forge.pull_request} ({state}), head {short(forge.head)}; {forge.passed} passed"]
+    lines += [
+        f"- FAILING {c.name} ({c.conclusion})" + (f": {_indent(c.excerpt)}" if c.excerpt else "")
+        for c in forge.failing
+    ]
+    if forge.pending:
+        lines.append(f"running: {', '.join(forge.pending)}")
+    return _section("pull request checks (CI on the forge)", lines)

@@ -29,6 +29,7 @@ from soda.loop.asking import resume_orientation
 from soda.loop.context import Iteration, IterationRecord
 from soda.loop.decide import Decision, Kind
 from soda.loop.phases import decide_phase, orient_phase, sense_phase, spec_state
+from soda.loop.pr import after_iteration
 from soda.loop.session import Session
 from soda.loop.wake import fingerprint
 from soda.store import runs
@@ -78,12 +79,12 @@ def iterate(session: Session, it: Iteration, say: Printer) -> Decision:
     decision = decide_phase(session, it, claims, orientation, say)
     outcome = decision.settled_outcome()
     record.save(decision=decision.kind.name, decision_reason=decision.reason, outcome=outcome)
-    act_json = None
+    act_json, merged_commit = None, None
     if outcome is None and plan is not None:
         record.save(phase="act")
         with iteration_report.plan_frame(it.events, it.number, plan):
             result = act(session, it, plan, say)
-        act_json, outcome = result.to_json(), result.outcome
+        act_json, outcome, merged_commit = result.to_json(), result.outcome, result.merged_commit
         record.save(act_json=act_json, outcome=outcome, merged_commit=result.merged_commit)
         say(f"act: {result.outcome} - {result.detail}")
     report = iteration_report.conclude(
@@ -91,6 +92,8 @@ def iterate(session: Session, it: Iteration, say: Printer) -> Decision:
     )
     record.save(report_json=report)
     say(f"report: {iteration_report.line(report)}")
+    state = "done" if decision.kind is Kind.DONE else f"working (iteration {it.number})"
+    after_iteration(session, it, iteration_report.line(report), merged_commit, state)
     return decision
 
 
