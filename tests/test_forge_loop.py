@@ -16,7 +16,7 @@ from soda.llm.function import submit
 from soda.loop.run import Ending, run_loop
 from soda.loop.session import Session
 from soda.system.lock import release_lock
-from tests.conftest import git
+from tests.conftest import git, soda
 from tests.fakeforge import NAME, OWNER, TOKEN, FakeForge
 from tests.plan_fakes import events, fake_model, new_project, plan, planning, recording, task
 from tests.test_loop import DEMO_SCRIPT, project
@@ -97,6 +97,16 @@ def test_comments_and_checks_become_the_next_iterations_work(
     # Read again: soda's own reply is no input, the applied comment is not taken twice.
     assert session.pulls is not None
     assert session.pulls.poll(session.events).new_inputs == 0
+    fake_forge.add_issue_comment(1, "carol", "MEMBER", "And a changelog entry")
+    assert session.pulls.poll(session.events).new_inputs == 1
+    shown = soda("status", cwd=root)
+    assert shown.returncode == 0, shown.stderr
+    assert "pull request: #1 (draft)" in shown.stdout
+    assert "checks: none reported" in shown.stdout  # none yet on the new head
+    assert "comment by carol: waits for ORIENT" in shown.stdout
+    assert "ignored comments (not from writers): 1" in shown.stdout
+    pull = json.loads(soda("status", "--json", cwd=root).stdout)["pull_request"]
+    assert [c["author"] for c in pull["unapplied_comments"]] == ["carol"]
     assert_no_token(root, lines)
 
 
