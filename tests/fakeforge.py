@@ -96,6 +96,9 @@ class FakeForge:
         self.requests: list[Seen] = []
         self.problems: list[str] = []
         self.costly = 0
+        self.ci: str | None = None
+        """When set, every new head of a pull request gets a check run of this name,
+        running until a test finishes it (`finish_ci`): CI on each push."""
         self.server = ThreadingHTTPServer(("127.0.0.1", 0), self._handler())
         self.url = f"http://127.0.0.1:{self.server.server_address[1]}"
         self.thread = threading.Thread(target=self.server.serve_forever, daemon=True)
@@ -162,9 +165,11 @@ class FakeForge:
             self.issue_comments.setdefault(number, []).append(comment)
         return int(comment["id"])
 
-    def all_text(self) -> str:
-        """Everything soda wrote here (bodies, titles, comments)."""
-        return json.dumps([r.body for r in self.requests])
+    def finish_ci(self, sha: str, conclusion: str) -> None:
+        with self.lock:
+            for run in self.check_runs.get(sha, []):
+                if run["name"] == self.ci:
+                    run.update(status="completed", conclusion=conclusion)
 
     # --- the server ------------------------------------------------------------
 
@@ -341,7 +346,12 @@ class FakeForge:
             state=pull["state"],
             merged=pull["merged"],
         )
-        data["head"].update(ref=pull["head"], sha=self.head_of(pull["head"]) or "0" * 40)
+        head = self.head_of(pull["head"]) or "0" * 40
+        data["head"].update(ref=pull["head"], sha=head)
+        if self.ci and not any(r["name"] == self.ci for r in self.check_runs.get(head, [])):
+            run = openapi.component("check-run")
+            run.update(id=next(_ids), name=self.ci, head_sha=head, status="in_progress")
+            self.check_runs.setdefault(head, []).append(run)
         data["base"].update(ref=pull["base"], sha=self.head_of(pull["base"]) or "0" * 40)
         return data
 

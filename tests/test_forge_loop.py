@@ -12,6 +12,8 @@ from pathlib import Path
 import pytest
 
 from soda.config import load
+from soda.contracts.outcomes import RunStatus
+from soda.daemon.process import Daemon
 from soda.llm.function import submit
 from soda.loop.run import Ending, run_loop
 from soda.loop.session import Session
@@ -126,3 +128,48 @@ def test_done_marks_the_draft_ready(
     asked = json.dumps([r.body for r in fake_forge.requests if r.path == "/graphql"])
     assert asked.count("markPullRequestReadyForReview") == 1
     assert_no_token(root, lines)
+
+
+def test_the_idle_daemon_finishes_done_and_wakes_for_a_writer(
+    tmp_path: Path, fake_forge: FakeForge, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """DONE while CI runs keeps the draft; the idle daemon's tick marks it ready once
+    CI passes (no iteration, no model call), and a writer's comment wakes it."""
+    root = project(tmp_path, DEMO_SCRIPT)
+    with_forge(root, fake_forge, monkeypatch)
+    fake_forge.ci = "ci"
+    daemon = Daemon(root / "soda.toml")
+    session = daemon._preflight()
+    try:
+        while not daemon.idle:
+            daemon._tick(session)
+        assert session.db.execute("SELECT count(*) FROM iterations").fetchone()[0] == 2
+        assert fake_forge.pulls[1]["draft"]  # DONE, but CI still runs
+        assert "waits for the checks" in soda("status", cwd=root).stdout
+        assert session.pulls is not None
+
+        daemon._tick(session)  # CI still running: nothing changes
+        assert fake_forge.pulls[1]["draft"]
+        fake_forge.finish_ci(git(root, "rev-parse", "soda/spec"), "success")
+        session.pulls.last_poll = float("-inf")  # the next tick is a poll
+        daemon._tick(session)
+        assert not fake_forge.pulls[1]["draft"] and daemon.idle
+        assert session.db.execute("SELECT count(*) FROM iterations").fetchone()[0] == 2
+
+        session.pulls.last_poll = float("-inf")
+        daemon._tick(session)  # reads the pull request soda made ready
+        costly = fake_forge.costly
+        session.pulls.last_poll = float("-inf")
+        daemon._tick(session)  # nothing new: free, and no rate limit spent
+        assert fake_forge.costly == costly and daemon.idle
+
+        fake_forge.add_review_comment(1, "alice", "OWNER", "Name it quotient", "calc.py", 3)
+        session.pulls.last_poll = float("-inf")
+        daemon._tick(session)  # the comment wakes it: an iteration reads it
+        assert session.db.execute("SELECT count(*) FROM iterations").fetchone()[0] == 3
+        claims = session.db.execute("SELECT claims_json FROM iterations WHERE number = 3")
+        assert "Review comment by alice on calc.py line 3: Name it quotient" in claims.fetchone()[0]
+    finally:
+        session.finish_run(RunStatus.STOPPED, "test over")
+        release_lock(daemon.config.state_dir)
+        session.db.conn.close()
