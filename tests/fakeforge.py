@@ -9,7 +9,8 @@ and carry the facts kept here: pull requests (their head read from the bare
 repository), check runs and statuses per commit, comments of the three kinds.
 GETs carry ETags and answer 304 to a matching If-None-Match (`costly` counts the
 requests that would cost rate limit). `faults` queues answers for the next
-requests (a 403 without rate-limit headers, a rate limit, a 500). As on GitHub,
+requests (a 403 without rate-limit headers, a rate limit, a 500); `hold_after`
+holds an answer after its effect, so a test can kill the client there. As on GitHub,
 `PATCH draft:false` answers 200 and changes nothing.
 
     pytest_plugins = ("tests.fakeforge",)    # then the `fake_forge` fixture
@@ -41,6 +42,7 @@ from tests import openapi
 TOKEN = "ghp_TESTtoken0123456789abcdefSECRET"
 OWNER, NAME = "acme", "widgets"
 SODA_LOGIN = "soda-bot"
+HOLD_SECONDS = 30.0
 _ids = itertools.count(1000)
 
 _ROUTES: list[tuple[str, str]] = [
@@ -96,6 +98,11 @@ class FakeForge:
         self.requests: list[Seen] = []
         self.problems: list[str] = []
         self.costly = 0
+        self.hold_after: set[tuple[str, str]] = set()
+        """(method, template) whose answer waits, after its effect, until `release`
+        is set (at most HOLD_SECONDS): the moment to kill the client in."""
+        self.held = threading.Event()
+        self.release = threading.Event()
         self.ci: str | None = None
         """When set, every new head of a pull request gets a check run of this name,
         running until a test finishes it (`finish_ci`): CI on each push."""
@@ -221,6 +228,9 @@ class FakeForge:
             if method == seen.method and match:
                 with self.lock:
                     status, answer = self._route(template, match.groupdict(), query, seen.body)
+                if (method, template) in self.hold_after:
+                    self.held.set()
+                    self.release.wait(HOLD_SECONDS)
                 problems = openapi.validate(method, template, status, answer)
                 if problems:
                     self.problems.append(f"{method} {template} {status}: {problems[:3]}")
@@ -385,6 +395,7 @@ def fake_forge(tmp_path: Path) -> Iterator[FakeForge]:
     try:
         yield forge
     finally:
+        forge.release.set()
         forge.server.shutdown()
         forge.server.server_close()
     assert not forge.problems, f"the stand-in broke GitHub's schema: {forge.problems}"
