@@ -15,8 +15,7 @@ holds an answer after its effect, so a test can kill the client there. As on Git
 
     pytest_plugins = ("tests.fakeforge",)    # then the `fake_forge` fixture
 
-PYTEST_DONT_REWRITE: test modules import its names before pytest loads it as a
-plugin (the asserts that matter are in the tests).
+PYTEST_DONT_REWRITE: test modules import its names before pytest loads it.
 """
 
 from __future__ import annotations

@@ -67,9 +67,6 @@ class RestClient:
             },
         )
 
-    def close(self) -> None:
-        self._client.close()
-
     def get(self, path: str, params: dict[str, Any] | None = None) -> Any:
         """A GET answered from the ETag cache when the forge says nothing changed."""
         return self.request("GET", path, params=params)

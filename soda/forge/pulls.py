@@ -295,10 +295,16 @@ class PullRequests:
         )
 
 
+MAX_COMMENT_CHARS = 4000
+"""Characters of one comment kept in its correction (ORIENT reads every one)."""
+
+
 def _correction(comment: Comment) -> str | None:
     """The correction a writer's comment makes, with where it came from; None for
     one that asks nothing (an approval, an empty review)."""
     words = comment.body.strip()
+    if len(words) > MAX_COMMENT_CHARS:
+        words = words[:MAX_COMMENT_CHARS] + " [...] (cut: read the whole comment on the forge)"
     if comment.kind == "review":
         if comment.review_state == "CHANGES_REQUESTED":
             words = words or "(no text)"

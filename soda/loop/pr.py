@@ -19,7 +19,6 @@ which is idempotent. A refused token is a user error and ends the run.
 
 from __future__ import annotations
 
-import time
 from collections.abc import Callable
 
 from soda.contracts import CheckBrief, ForgeClaims
@@ -94,7 +93,7 @@ def poll_idle(session: Session, say: Callable[[str], None]) -> bool:
     pulls = session.pulls
     if pulls is None:
         return False
-    now = time.monotonic()
+    now = session.clock.monotonic()
     if now - pulls.last_poll < session.config.forge.poll_seconds:
         return False
     pulls.last_poll = now

@@ -92,7 +92,10 @@ def iterate(session: Session, it: Iteration, say: Printer) -> Decision:
     )
     record.save(report_json=report)
     say(f"report: {iteration_report.line(report)}")
-    state = "done" if decision.kind is Kind.DONE else f"working (iteration {it.number})"
+    state = {Kind.DONE: "done", Kind.STUCK: "stuck: a person must act"}.get(
+        decision.kind, "working"
+    )
+    state += f" (iteration {it.number})"
     after_iteration(session, it, iteration_report.line(report), merged_commit, state)
     return decision
 

@@ -45,7 +45,9 @@ def fingerprint(session: Session) -> str:
     # milestone is added or removed or changes status (one row, whatever the age).
     digest.update(f"\0tasks\0{tasks.version(session.db, session.milestone.name)}".encode())
     # The pull request's failing checks (soda.loop.pr): CI failing after DONE is work.
-    digest.update(f"\0forge\0{forge_fingerprint(session)}".encode())
+    forge = forge_fingerprint(session)
+    if forge:  # none without a pull request: fingerprints stored before stay valid
+        digest.update(f"\0forge\0{forge}".encode())
     return digest.hexdigest()
 
 
