@@ -13,6 +13,7 @@ from soda.config import Config, ForgeConfig, ProjectConfig
 from soda.errors import CredentialsError, TransientError, UserError
 from soda.events import Events
 from soda.forge import PullRequests, body, connect
+from soda.forge.github import graphql_url
 from soda.forge.push import repository_from_url
 from soda.store import human_inputs, open_db
 from soda.system.clock import Clock
@@ -285,6 +286,8 @@ def test_repository_is_read_from_remote_urls() -> None:
     ):
         assert repository_from_url(url) == "acme/widgets", url
     assert repository_from_url("/srv/git/widgets.git") is None
+    assert graphql_url("https://api.github.com") == "https://api.github.com/graphql"
+    assert graphql_url("https://ghe.example.com/api/v3/") == "https://ghe.example.com/api/graphql"
 
 
 def test_the_validator_catches_a_drifted_answer() -> None:
@@ -331,3 +334,11 @@ def test_what_soda_writes_mentions_no_one_and_links_nowhere() -> None:
     assert "@ alice" in text and "https[:]//evil.invalid/x" in text
     assert text.endswith(body.MARKER)
     assert body.replied_to(body.reply("a" * 40, "review", 7)) == ("review", 7, "a" * 40)
+
+
+def test_a_repository_the_token_cannot_see_is_a_user_error(
+    repo: Path, fake_forge: FakeForge, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    pulls, events = setup(repo, fake_forge, monkeypatch, repository="acme/elsewhere")
+    with pytest.raises(UserError, match="answered 404: the repository \\(forge.repository\\)"):
+        pulls.publish(git(repo, "rev-parse", BRANCH), "t", "b", events)

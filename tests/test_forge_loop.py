@@ -17,6 +17,7 @@ from soda.daemon.process import Daemon
 from soda.llm.function import submit
 from soda.loop.run import Ending, run_loop
 from soda.loop.session import Session
+from soda.store import open_db
 from soda.system.lock import release_lock
 from tests.conftest import git, soda
 from tests.fakeforge import NAME, OWNER, TOKEN, FakeForge
@@ -173,3 +174,35 @@ def test_the_idle_daemon_finishes_done_and_wakes_for_a_writer(
         session.finish_run(RunStatus.STOPPED, "test over")
         release_lock(daemon.config.state_dir)
         session.db.conn.close()
+
+
+def test_a_missing_or_refused_token_is_one_line_and_exit_2(
+    tmp_path: Path, fake_forge: FakeForge, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    root = project(tmp_path, DEMO_SCRIPT)
+    with_forge(root, fake_forge, monkeypatch)
+    monkeypatch.delenv("GITHUB_TOKEN")
+    missing = soda("run", cwd=root)
+    assert missing.returncode == 2
+    assert missing.stderr.strip().splitlines() == [
+        "soda: soda.toml: forge.token_env: the environment variable GITHUB_TOKEN is not set"
+        " (forge.mode = 'draft' needs a token; see the README's 'Pull requests')"
+    ]
+    wrong = "ghp_wrongTOKENwrongTOKEN"
+    monkeypatch.setenv("GITHUB_TOKEN", wrong)
+    refused = soda("run", cwd=root)
+    assert refused.returncode == 2, refused.stderr
+    (line,) = refused.stderr.strip().splitlines()
+    assert line.startswith("soda: forge: the token in $GITHUB_TOKEN was refused (401 on GET")
+    assert "Traceback" not in refused.stdout + refused.stderr
+    assert wrong not in refused.stdout + refused.stderr
+    db = open_db(root / "state" / "soda.db")
+    outcome, merged, error = db.execute(
+        "SELECT outcome, merged_commit, error FROM iterations WHERE number = 1"
+    ).fetchone()
+    assert outcome == "merged" and merged == git(root, "rev-parse", "soda/spec")  # nothing lost
+    assert "401" in error
+    assert fake_forge.head_of("soda/spec") == merged  # pushed before the API said no
+    for path in [*(root / ".git").rglob("*"), *(root / "state").rglob("*")]:
+        if path.is_file():
+            assert wrong.encode() not in path.read_bytes(), path

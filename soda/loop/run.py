@@ -134,7 +134,12 @@ def run_iteration(session: Session, say: Printer) -> IterationResult:
         return IterationResult(record.number, Ending.HALT, str(exc))
     except UserError as exc:
         # A person must fix something (e.g. the API key): record it, end the run, tell them.
-        record.save(outcome=IterationOutcome.ERROR, error=str(exc))
+        # A merge that landed first stays recorded as merged (e.g. the forge's token
+        # was refused after it).
+        if runs.iteration_outcome(session.db, record.id) == IterationOutcome.MERGED:
+            record.save(error=str(exc))
+        else:
+            record.save(outcome=IterationOutcome.ERROR, error=str(exc))
         session.finish_run(RunStatus.ERROR, str(exc))
         raise
     except Interrupted as exc:
