@@ -7,6 +7,7 @@ token is nowhere on disk."""
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -14,14 +15,15 @@ import pytest
 from soda.config import load
 from soda.contracts.outcomes import RunStatus
 from soda.daemon.process import Daemon
-from soda.llm.function import submit
+from soda.llm.base import ModelRequest
+from soda.llm.function import Reply, call, submit
 from soda.loop.run import Ending, run_loop
 from soda.loop.session import Session
 from soda.store import open_db
 from soda.system.lock import release_lock
 from tests.conftest import git, soda
 from tests.fakeforge import NAME, OWNER, TOKEN, FakeForge
-from tests.plan_fakes import events, fake_model, new_project, plan, planning, recording, task
+from tests.plan_fakes import done, events, fake_model, new_project, plan, planning, recording, task
 from tests.test_loop import DEMO_SCRIPT, project
 
 pytest_plugins = ("tests.fakeforge",)
@@ -44,6 +46,29 @@ def with_forge(root: Path, forge: FakeForge, monkeypatch: pytest.MonkeyPatch) ->
     git(root, "commit", "-q", "-am", "pull requests on")
     git(root, "remote", "add", "origin", str(forge.bare))
     git(root, "push", "-q", "origin", "main")
+
+
+def snooping_executor() -> Callable[[ModelRequest], Reply]:
+    """An executor that looks for the forge token in every environment it can read
+    from the jail (its own, its parent's, pid 1's) and commits what it saw, then
+    does its task."""
+    turns = iter(
+        [
+            call("run_command", command=SNOOP, timeout_seconds=None),
+            call("write_file", path="notes/b.txt", content="Task b"),
+        ]
+    )
+
+    def answer(request: ModelRequest) -> Reply:
+        return next(turns, None) or done("snooped, then wrote the note")
+
+    return answer
+
+
+SNOOP = (
+    "mkdir -p notes; { env; cat /proc/$PPID/environ /proc/1/environ; } 2>/dev/null"
+    " | tr '\\0' '\\n' > notes/env.txt; wc -l notes/env.txt"
+)
 
 
 def assert_no_token(root: Path, lines: list[str]) -> None:
@@ -78,7 +103,7 @@ def test_comments_and_checks_become_the_next_iterations_work(
     planner_saw: list[str] = []
     second = plan(task("b"))
     planner = recording(lambda request: submit(planning(second)), planner_saw)
-    model = fake_model(second, planner=planner)
+    model = fake_model(second, planner=planner, executor=snooping_executor())
     session = Session.open(load(root / "soda.toml"), model=model)
     assert run_loop(session, lines.append, once=True).ending is Ending.CONTINUE
 
@@ -95,6 +120,8 @@ def test_comments_and_checks_become_the_next_iterations_work(
     assert [e["author"] for e in events(session, "forge.comment_ignored")] == ["mallory"]
     assert events(session, "forge.comment_applied")[0]["commit"] == merged
     assert not (root / "notes" / "leak.txt").exists()
+    seen_by_agent = git(root, "show", "soda/spec:notes/env.txt")  # merged: what it could read
+    assert "PATH=" in seen_by_agent and TOKEN not in seen_by_agent
     assert "leak" not in git(root, "ls-tree", "-r", "--name-only", "soda/spec")
 
     # Read again: soda's own reply is no input, the applied comment is not taken twice.
