@@ -12,6 +12,7 @@ from pathlib import Path
 
 import pytest
 
+from soda.cli.doctor import run_checks
 from soda.config import load
 from soda.contracts.outcomes import RunStatus
 from soda.daemon.process import Daemon
@@ -233,3 +234,25 @@ def test_a_missing_or_refused_token_is_one_line_and_exit_2(
     for path in [*(root / ".git").rglob("*"), *(root / "state").rglob("*")]:
         if path.is_file():
             assert wrong.encode() not in path.read_bytes(), path
+
+
+def test_doctor_checks_the_forge_and_its_token(
+    tmp_path: Path, fake_forge: FakeForge, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    root = project(tmp_path, DEMO_SCRIPT)
+    with_forge(root, fake_forge, monkeypatch)
+
+    def forge_line(ping: bool) -> tuple[bool, str]:
+        (check,) = [c for c in run_checks(root, ping=ping) if c.name == "forge"]
+        return check.ok, check.detail
+
+    where = f"acme/widgets at {fake_forge.url}, token in $GITHUB_TOKEN"
+    assert forge_line(False) == (True, f"draft: {where} (--ping checks the token)")
+    ok, detail = forge_line(True)
+    assert ok and detail.endswith("the token reads its pull requests")
+    monkeypatch.setenv("GITHUB_TOKEN", "ghp_wrong")
+    ok, detail = forge_line(True)
+    assert not ok and "the token in $GITHUB_TOKEN was refused (401" in detail
+    monkeypatch.delenv("GITHUB_TOKEN")
+    ok, detail = forge_line(False)
+    assert not ok and "GITHUB_TOKEN is not set" in detail

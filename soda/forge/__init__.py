@@ -83,3 +83,18 @@ def connect(
         config.project.base_branch,
         token,
     )
+
+
+def doctor(config: Config, db: Database, ping: bool = False) -> str:
+    """`soda doctor`'s line: off, or the repository and token in place; with `ping`,
+    one request proves the token can read the repository's pull requests."""
+    forge = config.forge
+    if forge.mode == "off":
+        return "off (forge.mode)"
+    pulls = connect(config, db, "soda-doctor")
+    assert pulls is not None
+    where = f"{pulls.repository} at {forge.api_url}, token in ${forge.token_env}"
+    if not ping:
+        return f"{forge.mode}: {where} (--ping checks the token)"
+    pulls.forge.find_pull("soda-doctor", config.project.base_branch)
+    return f"{forge.mode}: {where}; the token reads its pull requests"
