@@ -239,6 +239,11 @@ def test_an_unchanged_pull_request_costs_no_rate_limit(
     fake_forge.add_issue_comment(1, "alice", "OWNER", "one more thing")
     assert pulls.poll(events).new_inputs == 1
     assert fake_forge.costly == before + 1  # only the list that changed
+    kept = pulls.db.execute("SELECT count(*) FROM forge_etags").fetchone()[0]
+    tip = commit(repo, "b.txt", "two")
+    pulls.publish(tip, "t", "b", events)
+    pulls.poll(events)  # a new head: the old head's checks are forgotten, the new one's kept
+    assert pulls.db.execute("SELECT count(*) FROM forge_etags").fetchone()[0] == kept
 
 
 def test_rate_limits_and_5xx_are_retried_then_transient(

@@ -130,6 +130,8 @@ class PullRequests:
         if row is None or row.number is None:
             return Poll()
         pull = self.forge.get_pull(row.number)
+        if row.head_sha and row.head_sha != pull.head_sha:  # its checks are read no more
+            rows.forget_etags(self.db, f"/commits/{row.head_sha}/")
         checks = self.forge.checks(pull.head_sha)
         before = {(c["name"], c["source"]): c["conclusion"] for c in _loads(row.checks_json)}
         newly_failed = []

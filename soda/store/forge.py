@@ -89,6 +89,14 @@ def keep_etag(db: Database, url: str, tag: str, body: str) -> None:
         )
 
 
+def forget_etags(db: Database, fragment: str) -> int:
+    """Drop the kept answers of URLs containing `fragment` (a commit no longer the
+    head): the table stays the size of what is still read."""
+    with db.conn:
+        cursor = db.conn.execute("DELETE FROM forge_etags WHERE instr(url, ?) > 0", [fragment])
+    return cursor.rowcount
+
+
 def seen(db: Database, kind: str, item_id: int) -> bool:
     row = db.execute(
         "SELECT 1 FROM forge_items WHERE kind = ? AND item_id = ?", [kind, item_id]
