@@ -18,12 +18,13 @@ from soda.contracts.outcomes import RunStatus
 from soda.daemon.process import Daemon
 from soda.llm.base import ModelRequest
 from soda.llm.function import Reply, call, submit
+from soda.loop.pr import poll_idle
 from soda.loop.run import Ending, run_loop
 from soda.loop.session import Session
 from soda.store import open_db
 from soda.system.lock import release_lock
 from tests.conftest import git, soda
-from tests.fakeforge import NAME, OWNER, TOKEN, FakeForge
+from tests.fakeforge import NAME, OWNER, TOKEN, FakeForge, Fault
 from tests.plan_fakes import done, events, fake_model, new_project, plan, planning, recording, task
 from tests.test_loop import DEMO_SCRIPT, project
 
@@ -256,3 +257,21 @@ def test_doctor_checks_the_forge_and_its_token(
     monkeypatch.delenv("GITHUB_TOKEN")
     ok, detail = forge_line(False)
     assert not ok and "GITHUB_TOKEN is not set" in detail
+
+
+def test_a_forge_outage_never_fails_the_iteration_and_the_idle_tick_catches_up(
+    tmp_path: Path, fake_forge: FakeForge, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    root = new_project(tmp_path, {"max_retries = 3": "max_retries = 0"})
+    with_forge(root, fake_forge, monkeypatch)
+    fake_forge.faults.append(Fault(502, {"message": "bad gateway"}))
+    session = Session.open(load(root / "soda.toml"), model=fake_model(plan(task("a"))))
+    lines: list[str] = []
+    assert run_loop(session, lines.append, once=True).ending is Ending.CONTINUE
+    outcome = session.db.execute("SELECT outcome FROM iterations WHERE number = 1").fetchone()
+    assert outcome[0] == "merged"  # the forge's failure is not the iteration's
+    assert [e["step"] for e in events(session, "forge.deferred")] == ["publish"]
+    assert fake_forge.pulls == {}
+    assert poll_idle(session, lines.append) is False  # the daemon's next look publishes
+    assert list(fake_forge.pulls) == [1]
+    assert fake_forge.head_of("soda/spec") == git(root, "rev-parse", "soda/spec")

@@ -8,9 +8,10 @@
                      of the corrections that merge addressed
     at_done          DONE (tests passed locally): a failing check refuses it, a
                      running one keeps the pull request waiting for `settle`
-    poll_idle        the idle daemon's tick: read the pull request every
-                     `forge.poll_seconds`, finish a waiting DONE; True when a
-                     person's comment or a failing check means work
+    poll_idle        the idle daemon's tick: every `forge.poll_seconds`, publish
+                     what a transient failure or a kill put off, read the pull
+                     request, finish a waiting DONE; True when a person's comment
+                     or a failing check means work
 
 A transient forge failure (rate limit, 5xx, the network) never fails an
 iteration: it is an event (`forge.deferred`) and the next look repeats the step,
@@ -101,8 +102,10 @@ def poll_idle(session: Session, say: Callable[[str], None]) -> bool:
     try:
         row = pulls.row()
         tip = branch_head(session.repo, session.milestone.branch)
-        if row is not None and row.pushed_sha != tip and row.done_sha:
-            _publish(session, events, "DONE", "done: waiting for its checks")
+        if row is None or row.number is None or row.pushed_sha != tip:  # put off, or cut short
+            waiting = row is not None and row.done_sha is not None
+            state = "done: waiting for its checks" if waiting else "working"
+            _publish(session, events, "(the newest iteration's report: `soda history`)", state)
         poll = pulls.poll(events)
         pulls.settle(events, poll)
     except TransientError as exc:
