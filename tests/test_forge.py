@@ -121,7 +121,7 @@ def test_the_token_is_written_nowhere(
 def test_writer_comments_become_corrections_and_outsiders_are_ignored(
     repo: Path, fake_forge: FakeForge, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    pulls, events = setup(repo, fake_forge, monkeypatch, writers=["trusted-friend"])
+    pulls, events = setup(repo, fake_forge, monkeypatch, writers=["Trusted-Friend"])
     pulls.publish(git(repo, "rev-parse", BRANCH), "t", "b", events)
     inline = fake_forge.add_review_comment(
         1, "alice", "COLLABORATOR", "Use a guard clause here", "a.txt", 1
@@ -338,7 +338,9 @@ def test_what_soda_writes_mentions_no_one_and_links_nowhere() -> None:
     assert "#3" not in text and "https://" not in text
     assert "@ alice" in text and "https[:]//evil.invalid/x" in text
     assert text.endswith(body.MARKER)
-    assert body.replied_to(body.reply("a" * 40, "review", 7)) == ("review", 7, "a" * 40)
+    answer = body.reply("a" * 40, "review", 7, "bob")
+    assert answer.startswith("Addressed in aaaaaaaaaaaa (bob's review) (soda).")
+    assert body.replied_to(answer) == ("review", 7, "a" * 40)
 
 
 def test_a_repository_the_token_cannot_see_is_a_user_error(

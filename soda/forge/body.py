@@ -68,11 +68,16 @@ def body(
 _REPLY = re.compile(r"<!-- soda reply (\w+):(\d+) ([0-9a-f]+) -->")
 
 
-def reply(commit: str, kind: str, item_id: int) -> str:
-    """soda's answer on a correction's thread; its marker names the comment it
-    answers, so a reply read back after a crash counts as given."""
+_NAMES = {"review": "review", "issue_comment": "comment", "review_comment": "comment"}
+
+
+def reply(commit: str, kind: str, item_id: int, author: str) -> str:
+    """soda's answer on a correction's thread (an inline comment's own thread, else
+    the conversation, naming whose review or comment it answers); its marker names
+    the comment, so a reply read back after a crash counts as given."""
+    what = "" if kind == "review_comment" else f" ({defuse(author)}'s {_NAMES[kind]})"
     return (
-        f"Addressed in {commit[:12]} (soda).\n\n"
+        f"Addressed in {commit[:12]}{what} (soda).\n\n"
         f"<!-- soda reply {kind}:{item_id} {commit} -->\n{MARKER}"
     )
 

@@ -209,7 +209,8 @@ class PullRequests:
         return 1
 
     def _is_writer(self, comment: Comment) -> bool:
-        return comment.association in WRITER_ASSOCIATIONS or comment.author in self.config.writers
+        allowed = {login.lower() for login in self.config.writers}  # logins ignore case
+        return comment.association in WRITER_ASSOCIATIONS or comment.author.lower() in allowed
 
     # --- replies ----------------------------------------------------------------
 
@@ -225,7 +226,8 @@ class PullRequests:
             item = done.item
             kind = cast(CommentKind, item.kind)
             comment = Comment(kind, item.item_id, item.author, item.association, "")
-            self.forge.reply(row.number, comment, text.reply(commit, kind, item.item_id))
+            answer = text.reply(commit, kind, item.item_id, item.author)
+            self.forge.reply(row.number, comment, answer)
             rows.mark_replied(self.db, item.kind, item.item_id, commit)
             events.emit(
                 "forge.comment_applied",
