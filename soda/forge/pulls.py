@@ -269,10 +269,11 @@ class PullRequests:
         row = self.row()
         assert row is not None and row.number is not None
         done = row.done_sha
-        if done is None or row.head_sha != done or poll.failing:
+        if done is None or row.pushed_sha != done or poll.failing:
             self._save(done_sha=None)  # new work or a failure: no longer DONE's to finish
             return
-        if poll.pending or (row.has_checks and not poll.checks):
+        # The forge may show the pushed head a little later; CI may not have started.
+        if row.head_sha != done or poll.pending or (row.has_checks and not poll.checks):
             events.emit("forge.waiting", {"number": row.number, "pending": len(poll.pending)})
             return
         pull = self.forge.get_pull(row.number)
