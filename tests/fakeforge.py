@@ -72,6 +72,8 @@ class Fault:
     status: int
     body: dict[str, Any]
     headers: dict[str, str] = field(default_factory=dict)
+    only: str = ""
+    """Answer only a request whose path contains this."""
 
 
 @dataclass
@@ -142,34 +144,24 @@ class FakeForge:
     def add_review_comment(
         self, number: int, login: str, association: str, body: str, path: str, line: int
     ) -> int:
-        comment = openapi.component("pull-request-review-comment")
-        comment.update(
-            id=next(_ids),
-            user=_user(login),
-            author_association=association,
-            body=body,
-            path=path,
-            line=line,
-        )
-        with self.lock:
-            self.review_comments.setdefault(number, []).append(comment)
-        return int(comment["id"])
+        comment = _by("pull-request-review-comment", login, association, body, path=path, line=line)
+        return self._add(self.review_comments, number, comment)
 
     def add_review(self, number: int, login: str, association: str, state: str, body: str) -> int:
-        review = openapi.component("pull-request-review")
-        review.update(
-            id=next(_ids), user=_user(login), author_association=association, state=state, body=body
-        )
-        with self.lock:
-            self.reviews.setdefault(number, []).append(review)
-        return int(review["id"])
+        review = _by("pull-request-review", login, association, body, state=state)
+        return self._add(self.reviews, number, review)
 
     def add_issue_comment(self, number: int, login: str, association: str, body: str) -> int:
-        comment = openapi.component("issue-comment")
-        comment.update(id=next(_ids), user=_user(login), author_association=association, body=body)
+        return self._add(
+            self.issue_comments, number, _by("issue-comment", login, association, body)
+        )
+
+    def _add(
+        self, where: dict[int, list[dict[str, Any]]], number: int, item: dict[str, Any]
+    ) -> int:
         with self.lock:
-            self.issue_comments.setdefault(number, []).append(comment)
-        return int(comment["id"])
+            where.setdefault(number, []).append(item)
+        return int(item["id"])
 
     def finish_ci(self, sha: str, conclusion: str) -> None:
         with self.lock:
@@ -215,7 +207,9 @@ class FakeForge:
         if seen.headers.get("authorization") != f"Bearer {TOKEN}":
             return 401, {"message": "Bad credentials", "documentation_url": "x"}, {}
         with self.lock:
-            fault = self.faults.popleft() if self.faults else None
+            fault = next((f for f in self.faults if f.only in seen.path), None)
+            if fault is not None:
+                self.faults.remove(fault)
         if fault is not None:
             return fault.status, fault.body, fault.headers
         split = urlsplit(seen.path)
@@ -302,21 +296,17 @@ class FakeForge:
         if template == "/repos/{owner}/{repo}/issues/{issue_number}/comments":
             if body is None:
                 return 200, paged(self.issue_comments.get(number, []))
-            comment = openapi.component("issue-comment")
-            comment.update(
-                id=next(_ids), user=_user(SODA_LOGIN), author_association="OWNER", body=body["body"]
-            )
+            comment = _by("issue-comment", SODA_LOGIN, "OWNER", body["body"])
             self.issue_comments.setdefault(number, []).append(comment)
             return 201, comment
         if template.endswith("/replies"):
-            comment = openapi.component("pull-request-review-comment")
             parent = int(args["comment_id"])
             original = next(c for c in self.review_comments[number] if c["id"] == parent)
-            comment.update(
-                id=next(_ids),
-                user=_user(SODA_LOGIN),
-                author_association="OWNER",
-                body=body["body"],
+            comment = _by(
+                "pull-request-review-comment",
+                SODA_LOGIN,
+                "OWNER",  # soda's token's association: a writer's
+                body["body"],
                 path=original["path"],
                 line=original.get("line"),
                 in_reply_to_id=parent,
@@ -376,6 +366,14 @@ class FakeForge:
         tree = git("merge-tree", "--write-tree", base, head).splitlines()[0]
         commit = git("commit-tree", tree, "-p", base, "-p", head, "-m", "Merge pull request")
         git("update-ref", base, commit)
+
+
+def _by(schema: str, login: str, association: str, body: str, **more: Any) -> dict[str, Any]:
+    """A comment or review of GitHub's shape, by `login`."""
+    item = openapi.component(schema)
+    item.update(id=next(_ids), user=_user(login), author_association=association, body=body)
+    item.update(more)
+    return dict(item)
 
 
 def _user(login: str) -> dict[str, Any]:

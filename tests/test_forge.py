@@ -349,3 +349,19 @@ def test_a_repository_the_token_cannot_see_is_a_user_error(
     pulls, events = setup(repo, fake_forge, monkeypatch, repository="acme/elsewhere")
     with pytest.raises(UserError, match="answered 404: the repository \\(forge.repository\\)"):
         pulls.publish(git(repo, "rev-parse", BRANCH), "t", "b", events)
+
+
+def test_a_merge_the_forge_refuses_leaves_the_pull_request_to_a_person(
+    repo: Path, fake_forge: FakeForge, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    pulls, events = setup(repo, fake_forge, monkeypatch, merge="when-green")
+    tip = git(repo, "rev-parse", BRANCH)
+    pulls.publish(tip, "t", "b", events)
+    protected = {"message": "Pull Request is not mergeable", "documentation_url": "x"}
+    fake_forge.faults.append(Fault(405, protected, only="/merge"))
+    pulls.mark_done(tip)
+    assert pulls.check_done(events) is None
+    assert not fake_forge.pulls[1]["draft"] and not fake_forge.pulls[1]["merged"]
+    assert kinds(events, "forge.merged") == [{"number": 1, "merged": False}]
+    row = pulls.row()
+    assert row is not None and row.done_sha is None and not row.merged

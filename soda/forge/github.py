@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from soda.errors import UserError
+from soda.errors import CredentialsError, UserError
 from soda.forge.http import ForgeRefused, RestClient
 from soda.forge.port import Check, Comment, CommentKind, PullRequest
 
@@ -85,7 +85,9 @@ class GitHubForge:
             answer = self.client.request(
                 "PUT", f"{self._repo_path}/pulls/{number}/merge", {"sha": sha}
             )
-        except (ForgeRefused, UserError):
+        except CredentialsError:
+            raise
+        except UserError:  # 405 not mergeable (reviews, protection), 409 head moved, 422
             return False
         return bool(isinstance(answer, dict) and answer.get("merged"))
 
