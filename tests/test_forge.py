@@ -308,23 +308,6 @@ def test_the_validator_catches_a_drifted_answer() -> None:
     assert openapi.validate("GET", template, 200, [comment])
 
 
-def test_a_diverged_remote_branch_is_a_user_error(
-    repo: Path, fake_forge: FakeForge, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    pulls, events = setup(repo, fake_forge, monkeypatch)
-    other = repo.parent / "other"
-    git(repo.parent, "clone", "-q", str(fake_forge.bare), str(other))
-    git(other, "checkout", "-q", "-b", BRANCH)
-    (other / "theirs.txt").write_text("someone else's")
-    git(other, "add", "theirs.txt")
-    git(other, "commit", "-q", "-m", "theirs")
-    git(other, "push", "-q", "origin", BRANCH)
-    with pytest.raises(UserError, match=f"origin/{BRANCH} has commits the milestone lacks"):
-        pulls.publish(git(repo, "rev-parse", BRANCH), "t", "b", events)
-    assert fake_forge.pulls == {}
-    assert git(fake_forge.bare, "log", "-1", "--format=%s", BRANCH) == "theirs"  # not forced
-
-
 def test_what_soda_writes_mentions_no_one_and_links_nowhere() -> None:
     text = body.body(
         "Spec for @alice",

@@ -93,7 +93,7 @@ class PullRequests:
         if row is not None and (row.merged or row.state == "closed"):
             return None
         if row is None or row.pushed_sha != tip:
-            push(self.repo_path, self.config.remote, self.branch, self.token)
+            push(self.repo_path, self.config.remote, self.branch, self.token, self.config.token_env)
             self._save(pushed_sha=tip)
             events.emit("forge.pushed", {"branch": self.branch, "commit": tip})
         row = self.row()

@@ -48,9 +48,15 @@ def repository_from_url(url: str) -> str | None:
 
 
 def push(
-    repo_path: Path, remote: str, branch: str, token: str, timeout: float = PUSH_TIMEOUT
+    repo_path: Path,
+    remote: str,
+    branch: str,
+    token: str,
+    token_env: str,
+    timeout: float = PUSH_TIMEOUT,
 ) -> None:
-    """Push `branch` to the same name on `remote` (fast-forward only)."""
+    """Push `branch` to the same name on `remote` (fast-forward only); `token_env`
+    names the token's variable in messages."""
     ref = f"refs/heads/{branch}"
     argv = [
         "git",
@@ -82,8 +88,8 @@ def push(
         )
     if re.search(r"Authentication failed|403|401|could not read Username", output):
         raise CredentialsError(
-            f"forge: pushing to {remote} was refused: check the token's contents"
-            f" permission ({first.strip()})"
+            f"forge: pushing to {remote} was refused: the token in ${token_env} needs"
+            f" read and write access to the repository's contents ({first.strip()})"
         )
     if result.timed_out:
         raise TransientError(f"forge: pushing {branch} to {remote} timed out")
