@@ -348,3 +348,13 @@ def test_a_merge_the_forge_refuses_leaves_the_pull_request_to_a_person(
     assert kinds(events, "forge.merged") == [{"number": 1, "merged": False}]
     row = pulls.row()
     assert row is not None and row.done_sha is None and not row.merged
+
+
+def test_an_answer_that_is_not_githubs_is_a_user_error(
+    repo: Path, fake_forge: FakeForge, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    pulls, events = setup(repo, fake_forge, monkeypatch)
+    pulls.publish(git(repo, "rev-parse", BRANCH), "t", "b", events)
+    fake_forge.faults.append(Fault(200, {"unexpected": True}, only="/pulls/1"))
+    with pytest.raises(UserError, match="is forge.api_url a GitHub-compatible API"):
+        pulls.poll(events)

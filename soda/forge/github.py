@@ -8,6 +8,8 @@ a time, at most MAX_PAGES pages; every GET carries the ETag of its last answer.
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+from contextlib import contextmanager
 from typing import Any
 
 from soda.errors import CredentialsError, UserError
@@ -33,6 +35,19 @@ def graphql_url(api_url: str) -> str:
     if base.endswith("/api/v3"):
         return base[: -len("/v3")] + "/graphql"
     return base + "/graphql"
+
+
+@contextmanager
+def _reading(what: str) -> Iterator[None]:
+    """An answer without the fields GitHub's API has is a misdirected `api_url` (or
+    a server that is not GitHub-compatible): a user error, never a traceback."""
+    try:
+        yield
+    except (KeyError, TypeError, ValueError, AttributeError, IndexError) as exc:
+        raise UserError(
+            f"forge: the answer for {what} is not GitHub's ({type(exc).__name__}: {exc});"
+            " is forge.api_url a GitHub-compatible API?"
+        ) from exc
 
 
 class GitHubForge:
@@ -92,6 +107,10 @@ class GitHubForge:
         return bool(isinstance(answer, dict) and answer.get("merged"))
 
     def checks(self, sha: str) -> list[Check]:
+        with _reading(f"the checks of {sha[:10]}"):
+            return self._checks(sha)
+
+    def _checks(self, sha: str) -> list[Check]:
         found: list[Check] = []
         for page in self._pages(f"{self._repo_path}/commits/{sha}/check-runs", "check_runs"):
             for run in page:
@@ -119,6 +138,10 @@ class GitHubForge:
         return found
 
     def comments(self, number: int) -> list[Comment]:
+        with _reading(f"the comments of pull request #{number}"):
+            return self._comments(number)
+
+    def _comments(self, number: int) -> list[Comment]:
         found: list[Comment] = []
         for page in self._pages(f"{self._repo_path}/pulls/{number}/comments"):
             found += [_comment("review_comment", c) for c in page]
@@ -149,6 +172,11 @@ class GitHubForge:
 
 
 def _pull(data: dict[str, Any]) -> PullRequest:
+    with _reading("a pull request"):
+        return _pull_of(data)
+
+
+def _pull_of(data: dict[str, Any]) -> PullRequest:
     return PullRequest(
         number=int(data["number"]),
         node_id=str(data["node_id"]),

@@ -102,7 +102,13 @@ class RestClient:
             if 200 <= status < 300:
                 if status == 204 or not response.content:
                     return None
-                data = response.json()
+                try:
+                    data = response.json()
+                except ValueError as exc:
+                    raise UserError(
+                        f"forge: {method} {path} did not answer JSON; is forge.api_url"
+                        " a GitHub-compatible API?"
+                    ) from exc
                 tag = response.headers.get("etag")
                 if key and tag:
                     rows.keep_etag(self.db, key, tag, response.text)
