@@ -155,13 +155,17 @@ def test_done_marks_the_draft_ready(
     assert fake_forge.head_of("soda/spec") == git(root, "rev-parse", "soda/spec")
     assert "**State:** done" in pull["body"]
     assert [e["number"] for e in events(session, "forge.ready")] == [1]
+    assert "done: pull request #1 is ready for review" in lines
     asked = json.dumps([r.body for r in fake_forge.requests if r.path == "/graphql"])
     assert asked.count("markPullRequestReadyForReview") == 1
     assert_no_token(root, lines)
 
 
 def test_the_idle_daemon_finishes_done_and_wakes_for_a_writer(
-    tmp_path: Path, fake_forge: FakeForge, monkeypatch: pytest.MonkeyPatch
+    tmp_path: Path,
+    fake_forge: FakeForge,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
 ) -> None:
     """DONE while CI runs keeps the draft; the idle daemon's tick marks it ready once
     CI passes (no iteration, no model call), and a writer's comment wakes it."""
@@ -175,6 +179,7 @@ def test_the_idle_daemon_finishes_done_and_wakes_for_a_writer(
             daemon._tick(session)
         assert session.db.execute("SELECT count(*) FROM iterations").fetchone()[0] == 2
         assert fake_forge.pulls[1]["draft"]  # DONE, but CI still runs
+        assert "waits for its checks" in capsys.readouterr().out
         assert "waits for the checks" in soda("status", cwd=root).stdout
         assert session.pulls is not None
 
@@ -184,6 +189,9 @@ def test_the_idle_daemon_finishes_done_and_wakes_for_a_writer(
         session.pulls.last_poll = float("-inf")  # the next tick is a poll
         daemon._tick(session)
         assert not fake_forge.pulls[1]["draft"] and daemon.idle
+        assert daemon._next_wake() == (
+            "when a person writes (soda tell, state/inbox/, the spec, or the pull request)"
+        )
         assert session.db.execute("SELECT count(*) FROM iterations").fetchone()[0] == 2
 
         session.pulls.last_poll = float("-inf")

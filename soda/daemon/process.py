@@ -276,6 +276,10 @@ class Daemon:
         if self.paused:
             return "when resumed (`soda resume`)"
         if self.idle:
+            if self.session is not None and self.session.pulls is not None:
+                return (
+                    "when a person writes (soda tell, state/inbox/, the spec, or the pull request)"
+                )
             return "when a person writes (soda tell, state/inbox/, or the spec)"
         if self.flags.wake.is_set():
             return "now (more work)"

@@ -19,7 +19,7 @@ from soda.gate import confirm_done
 from soda.loop.context import Iteration
 from soda.loop.decide import Budget, Control, Decision, Kind, LoopState, decide
 from soda.loop.orient import apply_orientation, orient
-from soda.loop.pr import at_done, sense_forge
+from soda.loop.pr import at_done, done_line, sense_forge
 from soda.loop.sense import SenseInput, sense
 from soda.loop.session import Session
 from soda.repo.workspace import land_on_base
@@ -120,6 +120,8 @@ def confirm_phase(session: Session, it: Iteration, decision: Decision, say: Prin
         refused = at_done(session, it, decision.reason)
     if refused is not None:
         return Decision(Kind.CONTINUE, refused, outcome=IterationOutcome.DONE_REFUSED)
+    if (line := done_line(session)) is not None:
+        say(f"done: {line}")
     root = session.tracker.show(session.milestone.root_task_id)
     if root.status != TaskStatus.CLOSED:
         session.tracker.close(root.id, f"spec met: {decision.reason}")

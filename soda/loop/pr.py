@@ -89,6 +89,18 @@ def at_done(session: Session, it: Iteration, reason: str) -> str | None:
         return None
 
 
+def done_line(session: Session) -> str | None:
+    """Where the pull request stands after DONE, for the person watching."""
+    row = session.pulls.row() if session.pulls is not None else None
+    if row is None or row.number is None:
+        return None
+    if row.done_sha is not None:
+        return f"pull request #{row.number} waits for its checks, then is marked ready"
+    if row.merged:
+        return f"pull request #{row.number} merged"
+    return f"pull request #{row.number} is {'a draft' if row.draft else 'ready for review'}"
+
+
 def poll_idle(session: Session, say: Callable[[str], None]) -> bool:
     """The idle daemon's look at the pull request, every `forge.poll_seconds`."""
     pulls = session.pulls
