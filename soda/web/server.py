@@ -35,7 +35,7 @@ class Serving:
     host: str = "127.0.0.1"
     port: int = 8765
     remote: bool = False
-    """Whether a host off loopback was asked for explicitly (`--remote`)."""
+    """Serve behind an access token (`--remote`): needed for a host off loopback."""
     names: tuple[str, ...] = ()
     """More host names the server may be reached by (a remote server's)."""
     open_browser: bool = False
@@ -44,16 +44,16 @@ class Serving:
 
 
 def access_token(serving: Serving) -> str | None:
-    """The token a remote server asks for; None on loopback. InputError when an
-    address off loopback was given without `--remote`."""
-    if is_loopback(serving.host):
-        return None
-    if not serving.remote:
+    """The token a remote server (`--remote`) asks for; None otherwise.
+    InputError when an address off loopback was given without `--remote`."""
+    if serving.remote:
+        return os.environ.get(TOKEN_ENV) or secrets.token_urlsafe(24)
+    if not is_loopback(serving.host):
         raise InputError(
             f"--host {serving.host} is not loopback: other machines could reach the dashboard;"
             " add --remote to serve it there behind an access token"
         )
-    return os.environ.get(TOKEN_ENV) or secrets.token_urlsafe(24)
+    return None
 
 
 def bind(host: str, port: int) -> socket.socket:
