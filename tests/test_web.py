@@ -16,10 +16,14 @@ import pytest
 
 from soda.events import Events
 from soda.store.db import open_db
-from tests.conftest import soda
+from tests.conftest import soda, wait_for
 from tests.web_helpers import WebServer, chromium, screenshot, serving
 
 PAGES = ("/", "/history", "/iteration/1", "/iteration/2", "/tasks", "/events")
+
+
+pytestmark = pytest.mark.xdist_group("web-read")
+"""One worker runs this module: one browser, one demo history."""
 
 
 @pytest.fixture(scope="module")
@@ -209,9 +213,7 @@ def test_an_error_page_is_one_line(server: WebServer, page: Any) -> None:
 
     response = page.goto(server.base + "/iteration/999")
     assert response is not None and response.status == 400
-    expect(page.locator("#problem")).to_have_text(
-        "soda web: no iteration 999 (see `soda history`)"
-    )
+    expect(page.locator("#problem")).to_have_text("soda web: no iteration 999 (see `soda history`)")
     response = page.goto(server.base + "/no/such/page")
     assert response is not None and response.status == 404
     expect(page.locator("#problem")).to_have_text("soda web: no such page")
@@ -251,3 +253,33 @@ def test_remote_needs_the_flag_and_then_the_token(demo: Path, server: WebServer)
         assert "httponly" in headers["set-cookie"].lower()
         assert remote.request("GET", "/history", headers={"Cookie": cookie})[0] == 200
         assert remote.request("GET", "/", headers={"Cookie": cookie + "x"})[0] == 401
+
+
+def test_start_web_serves_beside_the_daemon_and_ends_with_it(demo: Path) -> None:
+    started = soda("start", "--web", "--web-port", "0", cwd=demo)
+    assert started.returncode == 0, started.stderr
+    try:
+        line = started.stdout.strip().splitlines()[-1]
+        assert line.startswith("soda web: serving http://127.0.0.1:")
+        port = int(line.split("127.0.0.1:", 1)[1].split("/", 1)[0])
+        conn = http.client.HTTPConnection("127.0.0.1", port, timeout=10)
+        conn.request("GET", "/now/panel", headers={"Host": f"127.0.0.1:{port}"})
+        response = conn.getresponse()
+        assert response.status == 200
+        assert 'id="running" class="badge on"' in response.read().decode()
+        conn.close()
+    finally:
+        assert soda("stop", cwd=demo).returncode == 0
+
+    def gone() -> bool:
+        probe = http.client.HTTPConnection("127.0.0.1", port, timeout=2)
+        try:
+            probe.request("GET", "/", headers={"Host": f"127.0.0.1:{port}"})
+            probe.getresponse().read()
+            return False
+        except OSError:
+            return True
+        finally:
+            probe.close()
+
+    wait_for(gone, 15, "the dashboard to end with the daemon")

@@ -43,9 +43,10 @@ def start(
     pid = daemon_control.start(config)
     out.print(f"soda started (pid {pid}); log: {config.state_dir / 'logs' / LOG_NAME}")
     if web:
-        from soda.cli.web import start_beside
+        from soda.cli.web_beside import start_beside
 
-        out.print(start_beside(project_of(ctx), pid, web_port), markup=False)
+        project = project_of(ctx)
+        out.print(start_beside(config, project.directory, pid, web_port), markup=False)
 
 
 @app.command()

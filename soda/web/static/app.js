@@ -18,7 +18,8 @@
   function elapsed(ms) {
     var s = Math.max(0, Math.floor(ms / 1000));
     var h = Math.floor(s / 3600), m = Math.floor((s % 3600) / 60);
-    return (h ? h + " h " + pad(m) + " m " : (m ? m + " m " : "")) + pad(s % 60) + " s";
+    if (!h && !m) { return s + " s"; }
+    return (h ? h + " h " + pad(m) + " m " : m + " m ") + pad(s % 60) + " s";
   }
   function tick() {
     var t = document.getElementById("elapsed");

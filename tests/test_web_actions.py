@@ -1,0 +1,124 @@
+"""Acting from the dashboard, in a real headless Chromium: the loop runs for
+real (in a thread, with the behavioural fake model) and waits for a person; the
+person edits, approves and answers on the page served by a real `soda web`
+process. Each input is written by the same code as the CLI's, recorded with
+provenance `web`; a bad edit is refused with its reason and nothing is written."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from soda.loop.run import Ending, run_loop
+from soda.store import questions
+from soda.store.db import open_db
+from tests.plan_fakes import fake_model, new_project, open_session
+from tests.test_approve_edit import LoopThread, notes
+from tests.test_questions import PLAN, QUESTION, asking_executor, on_milestone
+from tests.web_helpers import chromium, screenshot, serving
+
+
+pytestmark = pytest.mark.xdist_group("web-act")
+"""One worker runs this module: one browser, one demo history."""
+
+
+@pytest.fixture(scope="module")
+def browser() -> Iterator[Any]:
+    with chromium() as context:
+        yield context
+
+
+@pytest.fixture
+def page(browser: Any) -> Iterator[Any]:
+    page = browser.new_page()
+    yield page
+    page.close()
+
+
+def inputs(root: Path) -> list[tuple[str, str, str]]:
+    """kind, source and status of every recorded human input."""
+    db = open_db(root / "state" / "soda.db")
+    return db.execute("SELECT kind, source, status FROM human_inputs ORDER BY id").fetchall()
+
+
+def inbox_files(root: Path) -> list[Path]:
+    """Inputs waiting in the inbox (not soda's own dot files, such as its lock)."""
+    inbox = root / "state" / "inbox"
+    return [p for p in inbox.iterdir() if p.is_file() and not p.name.startswith(".")]
+
+
+def test_a_bad_edit_is_refused_then_approving_on_the_page_lets_the_run_go_on(
+    tmp_path: Path, page: Any
+) -> None:
+    from playwright.sync_api import expect
+
+    root = new_project(tmp_path, {"timeout = 3600.0": "timeout = 120.0"})
+    loop = LoopThread(root)
+    loop.wait_for_event("approval.waiting")
+    with serving(root) as server:
+        page.goto(server.base + "/")
+        approval = page.locator("#approval")
+        expect(approval.locator("h2")).to_have_text("Iteration 1 waits for your approval")
+        expect(approval).to_contain_text("the plan is high risk")
+        screenshot(page, "now-waiting")
+        page.goto(server.base + "/iteration/1")
+        expect(page.locator("#dag .node")).to_have_count(2)
+        expect(page.locator("#dag .node[data-key=a]")).to_have_attribute("data-state", "waiting")
+        screenshot(page, "iteration-waiting")
+
+        # A cycle: refused with its reason, shown beside the edit; nothing written.
+        page.locator("#approval a", has_text="Edit, then approve").click()
+        plan = json.loads(page.locator("#plan-text").input_value())
+        plan["tasks"][0]["depends_on"] = ["b"]
+        page.locator("#plan-text").fill(json.dumps(plan))
+        page.locator("[data-action=edit]").click()
+        expect(page.locator("#problem")).to_have_text(
+            "edited plan refused: plan has a dependency cycle among ['a', 'b'];"
+            " the original plan still waits"
+        )
+        assert json.loads(page.locator("#plan-text").input_value()) == plan  # kept to fix
+        screenshot(page, "edit-refused")
+        assert inbox_files(root) == [] and inputs(root) == []
+        assert loop.thread.is_alive()
+
+        page.goto(server.base + "/")
+        page.locator("#approval [data-action=approve]").click()
+        expect(page.locator(".said")).to_have_text("queued approve: plan of iteration 1")
+        result = loop.finish()
+    assert result.ending is Ending.CONTINUE
+    assert notes(root) == {"a.txt": "Task a", "b.txt": "Task b"}  # the original plan ran
+    assert inputs(root) == [("approve", "web", "applied")]
+
+
+def test_answering_a_question_on_the_page_resumes_its_task(tmp_path: Path, page: Any) -> None:
+    from playwright.sync_api import expect
+
+    root = new_project(tmp_path)
+    model = fake_model(PLAN, executor=asking_executor([]))
+    assert run_loop(open_session(root, model), lambda line: None, once=True).ending is (
+        Ending.CONTINUE
+    )
+    with serving(root) as server:
+        page.goto(server.base + "/")
+        asked = page.locator("#question-1")
+        expect(asked).to_contain_text(QUESTION)
+        screenshot(page, "now-question")
+        # An empty answer is refused in one line; nothing is written.
+        code, _, text = server.request(
+            "POST", "/act/answer", f"question=1&text=&csrf={server.csrf()}"
+        )
+        assert (code, text.count("Traceback")) == (400, 0) and inbox_files(root) == []
+        asked.locator("textarea").fill("half even")
+        asked.locator("[data-action=answer]").click()
+        expect(page.locator(".said")).to_contain_text("queued answer")
+        (written,) = inbox_files(root)
+        assert written.name.endswith(".web.json")
+    session = open_session(root, model)
+    assert run_loop(session, lambda line: None, once=True).ending is Ending.CONTINUE
+    assert questions.get(session.db, 1).status == "resumed"
+    assert on_milestone(root, "notes/a.txt") == "half even"
+    assert inputs(root) == [("answer", "web", "applied")]
