@@ -57,12 +57,17 @@ def test_a_bad_edit_is_refused_then_approving_on_the_page_lets_the_run_go_on(
     from playwright.sync_api import expect
 
     root = new_project(tmp_path, {"timeout = 3600.0": "timeout = 120.0"})
-    loop = LoopThread(root)
-    loop.wait_for_event("approval.waiting")
     with serving(root) as server:
+        # The page is open before soda asks: the question arrives live.
         page.goto(server.base + "/")
+        expect(page.locator(".card.empty")).to_be_visible()
+        loop = LoopThread(root)
+        loop.wait_for_event("approval.waiting")
         approval = page.locator("#approval")
-        expect(approval.locator("h2")).to_have_text("Iteration 1 waits for your approval")
+        expect(approval.locator("h2")).to_have_text(
+            "Iteration 1 waits for your approval", timeout=5_000
+        )
+        expect(page.locator("#running")).to_have_text("running")
         expect(approval).to_contain_text("the plan is high risk")
         screenshot(page, "now-waiting")
         page.goto(server.base + "/iteration/1")

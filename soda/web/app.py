@@ -8,11 +8,11 @@ from pathlib import Path
 
 from starlette.applications import Starlette
 from starlette.exceptions import HTTPException
-from starlette.middleware import Middleware
 from starlette.requests import Request
 from starlette.responses import Response
 from starlette.routing import Mount, Route
 from starlette.staticfiles import StaticFiles
+from starlette.types import ASGIApp
 
 from soda.errors import SodaError
 from soda.web import actions, pages, stream
@@ -66,11 +66,11 @@ async def _crash(request: Request, exc: Exception) -> Response:
     return error_page(request, 500, f"internal error: {type(exc).__name__}: {exc}")
 
 
-def build_app(site: Site) -> Starlette:
-    """The dashboard for `site`, guarded."""
+def build_app(site: Site) -> ASGIApp:
+    """The dashboard for `site`, guarded: the guard is the outermost layer, so
+    every response (an error page too) carries its headers."""
     app = Starlette(
         routes=ROUTES,
-        middleware=[Middleware(Guarded, guard=site.guard)],
         exception_handlers={
             SodaError: _soda_error,
             HTTPException: _http_error,
@@ -78,4 +78,4 @@ def build_app(site: Site) -> Starlette:
         },
     )
     app.state.site = site
-    return app
+    return Guarded(app, site.guard)

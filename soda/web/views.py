@@ -105,7 +105,7 @@ def iteration_page(site: Site, number: int) -> dict[str, Any]:
     waits = bool(approval and approval["iteration"] == number)
     states = {str(t["key"]): str(t["status"]) for t in act.get("tasks", [])}
     if plan and not states:
-        default = "waiting" if waits else ("planned" if record["ended_at"] is None else "not run")
+        default = "waiting" if waits else ("planned" if record["ended_at"] is None else "not_run")
         states = {str(t["id"]): default for t in plan["tasks"]}
     calls = [{**call, "cache_share": cache_share(call)} for call in record["agent_calls"]]
     return {
