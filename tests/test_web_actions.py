@@ -94,6 +94,10 @@ def test_a_bad_edit_is_refused_then_approving_on_the_page_lets_the_run_go_on(
         page.locator("#approval [data-action=approve]").click()
         expect(page.locator(".said")).to_have_text("queued approve: plan of iteration 1")
         result = loop.finish()
+        page.goto(server.base + "/iteration/1")
+        expect(page.locator("#human li")).to_have_text("#1 approve → plan approved")
+        expect(page.locator("#dag .node[data-key=b]")).to_have_attribute("data-state", "completed")
+        screenshot(page, "iteration-approved")
     assert result.ending is Ending.CONTINUE
     assert notes(root) == {"a.txt": "Task a", "b.txt": "Task b"}  # the original plan ran
     assert inputs(root) == [("approve", "web", "applied")]
