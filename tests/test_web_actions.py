@@ -90,8 +90,15 @@ def test_a_bad_edit_is_refused_then_approving_on_the_page_lets_the_run_go_on(
         assert inbox_files(root) == [] and inputs(root) == []
         assert loop.thread.is_alive()
 
+        # With the keyboard alone: Tab to Approve, then Enter.
         page.goto(server.base + "/")
-        page.locator("#approval [data-action=approve]").click()
+        for _ in range(30):
+            page.keyboard.press("Tab")
+            if page.evaluate("document.activeElement.dataset.action") == "approve":
+                break
+        else:
+            raise AssertionError("Tab never reached the Approve button")
+        page.keyboard.press("Enter")
         expect(page.locator(".said")).to_have_text("queued approve: plan of iteration 1")
         result = loop.finish()
         page.goto(server.base + "/iteration/1")
