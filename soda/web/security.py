@@ -19,7 +19,7 @@ from __future__ import annotations
 import hmac
 import secrets
 from dataclasses import dataclass, field
-from http.cookies import SimpleCookie
+from http.cookies import CookieError, SimpleCookie
 from urllib.parse import parse_qs, urlencode
 
 from starlette.datastructures import Headers
@@ -144,7 +144,7 @@ def _cookie(headers: Headers, name: str) -> str | None:
     jar: SimpleCookie = SimpleCookie()
     try:
         jar.load(headers.get("cookie", ""))
-    except Exception:  # a malformed cookie header is no token
+    except CookieError:  # a malformed cookie header is no token
         return None
     morsel = jar.get(name)
     return morsel.value if morsel else None

@@ -60,8 +60,14 @@ def now(site: Site) -> dict[str, Any]:
 def history_page(site: Site, limit: int) -> dict[str, Any]:
     """The History page: one row per iteration and its three charts."""
     rows = site.reports.history(limit)["iterations"]
-    spend = {key: (tin + tout, cost) for key, _, tin, tout, cost in _costs(site)}
-    gate = {number: (passed, failed) for number, _, passed, failed in _gate(site, limit)}
+    spend = {
+        key: (tin + tout, cost)
+        for key, _, tin, tout, cost in agent_calls.cost_by_iteration(site.db)
+    }
+    gate = {
+        n: (passed, failed)
+        for n, _, passed, failed in test_results.gate_by_iteration(site.db, limit)
+    }
     cost = bar_chart(
         "cost per iteration",
         [(r["number"], [("cost", spend.get(r["number"], (0, 0.0))[1])]) for r in rows],
@@ -83,14 +89,6 @@ def history_page(site: Site, limit: int) -> dict[str, Any]:
     )
     charts: list[Chart] = [cost, tokens, tests]
     return {"rows": rows, "charts": charts, "gate": gate, "limit": limit}
-
-
-def _costs(site: Site) -> list[agent_calls.CostRow]:
-    return agent_calls.cost_by_iteration(site.db)
-
-
-def _gate(site: Site, limit: int) -> list[test_results.GateRow]:
-    return test_results.gate_by_iteration(site.db, limit)
 
 
 def iteration_page(site: Site, number: int) -> dict[str, Any]:
