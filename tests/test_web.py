@@ -233,6 +233,40 @@ def test_an_empty_project_says_what_to_do_first(repo: Path, page: Any) -> None:
         expect(page.locator(".card.empty")).to_contain_text("No iterations yet")
 
 
+def test_a_correction_pause_and_resume_from_the_page_are_inputs_from_the_web(
+    repo: Path, page: Any
+) -> None:
+    from playwright.sync_api import expect
+
+    from soda.human import HumanQueue
+
+    assert soda("init", cwd=repo).returncode == 0
+    state = repo / "state"
+    queue = HumanQueue(state, open_db(state / "soda.db"), Events(open_db(state / "soda.db")))
+    with serving(repo) as server:
+        page.goto(server.base + "/")
+        page.locator("#tell-text").fill("use argparse, not click")
+        page.locator("[data-action=tell]").click()
+        expect(page.locator(".said")).to_have_text("queued correction: use argparse, not click")
+        page.locator("[data-action=pause]").click()
+        expect(page.locator(".said")).to_have_text("queued pause")
+        assert len(queue.ingest(settle_seconds=0).accepted) == 2
+        page.reload()
+        expect(page.locator(".badge.paused")).to_have_text("paused")
+        page.locator("[data-action=resume]").click()
+        expect(page.locator(".said")).to_have_text("queued resume")
+        queue.ingest(settle_seconds=0)
+        page.reload()
+        expect(page.locator(".badge.paused")).to_have_count(0)
+    rows = queue.db.execute("SELECT kind, source, payload_json FROM human_inputs ORDER BY id")
+    found = [(kind, source, json.loads(payload).get("text")) for kind, source, payload in rows]
+    assert found == [
+        ("correction", "web", "use argparse, not click"),
+        ("pause", "web", None),
+        ("resume", "web", None),
+    ]
+
+
 def test_remote_needs_the_flag_and_then_the_token(demo: Path, server: WebServer) -> None:
     refused = soda("web", "--host", "192.0.2.7", "--port", "0", cwd=demo)
     assert refused.returncode == 2

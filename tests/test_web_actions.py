@@ -137,3 +137,49 @@ def test_answering_a_question_on_the_page_resumes_its_task(tmp_path: Path, page:
     assert questions.get(session.db, 1).status == "resumed"
     assert on_milestone(root, "notes/a.txt") == "half even"
     assert inputs(root) == [("answer", "web", "applied")]
+
+
+def waiting(tmp_path: Path) -> LoopThread:
+    """The real loop, one iteration, its risky plan waiting for a person."""
+    loop = LoopThread(new_project(tmp_path, {"timeout = 3600.0": "timeout = 120.0"}))
+    loop.wait_for_event("approval.waiting")
+    return loop
+
+
+def test_a_good_edit_on_the_page_is_the_plan_that_runs(tmp_path: Path, page: Any) -> None:
+    from playwright.sync_api import expect
+
+    loop = waiting(tmp_path)
+    with serving(loop.root) as server:
+        page.goto(server.base + "/iteration/1/edit")
+        plan = json.loads(page.locator("#plan-text").input_value())
+        plan["tasks"][1]["title"] = "Edited b"
+        page.locator("#plan-text").fill(json.dumps(plan, indent=2))
+        page.locator("[data-action=edit]").click()
+        expect(page.locator(".said")).to_have_text("queued plan_edit")
+        expect(page).to_have_url(f"{server.base}/iteration/1?said=queued+plan_edit")
+        assert loop.finish().ending is Ending.CONTINUE
+    assert notes(loop.root) == {"a.txt": "Task a", "b.txt": "Edited b"}
+    assert inputs(loop.root) == [("plan_edit", "web", "applied")]
+
+
+def test_rejecting_on_the_page_stops_the_plan_with_the_reason(tmp_path: Path, page: Any) -> None:
+    from playwright.sync_api import expect
+
+    loop = waiting(tmp_path)
+    with serving(loop.root) as server:
+        page.goto(server.base + "/iteration/1")
+        page.locator("#approval input[name=reason]").fill("not the schema")
+        page.locator("#approval [data-action=reject]").click()
+        expect(page.locator(".said")).to_have_text(
+            "queued reject: plan of iteration 1 (not the schema)"
+        )
+        assert loop.finish().ending is Ending.CONTINUE
+    db = open_db(loop.root / "state" / "soda.db")
+    assert db.execute("SELECT outcome FROM iterations").fetchone()[0] == "rejected"
+    assert (
+        db.execute("SELECT count(*) FROM agent_calls WHERE agent = 'executor'").fetchone()[0] == 0
+    )
+    assert inputs(loop.root) == [("reject", "web", "applied")]
+    verdict = db.execute("SELECT data_json FROM events WHERE kind = 'approval.verdict'")
+    assert "not the schema" in verdict.fetchone()[0]
