@@ -116,9 +116,16 @@ def test_a_live_event_shows_within_a_second_and_the_filter_keeps_to_its_kind(
 
     page.goto(server.base + "/events")
     expect(page.locator("#live")).to_have_text("live", timeout=10_000)
-    Events(open_db(demo / "state" / "soda.db")).emit("web.ping", {"said": "hello"})
+    hostile = "<b id=injected>hello</b><script>document.title='owned'</script>"
+    Events(open_db(demo / "state" / "soda.db")).emit("web.ping", {"said": hostile})
     expect(page.locator("#events tr", has_text="web.ping")).to_be_visible(timeout=1_000)
     screenshot(page, "events")
+    # What an event says is text, live and after a reload: never markup.
+    expect(page.locator("#events tr", has_text="web.ping")).to_contain_text("<b id=injected>")
+    page.reload()
+    expect(page.locator("#events tr", has_text="web.ping")).to_contain_text("<b id=injected>")
+    expect(page.locator("#injected")).to_have_count(0)
+    assert page.title() != "owned"
 
     page.goto(server.base + "/events?kind=act.task")
     expect(page.locator("#live")).to_have_text("live", timeout=10_000)
