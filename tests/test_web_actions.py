@@ -158,6 +158,13 @@ def test_a_good_edit_on_the_page_is_the_plan_that_runs(tmp_path: Path, page: Any
         page.locator("[data-action=edit]").click()
         expect(page.locator(".said")).to_have_text("queued plan_edit")
         expect(page).to_have_url(f"{server.base}/iteration/1?said=queued+plan_edit")
+        # The running iteration's page follows it: its tasks turn completed.
+        for key in ("a", "b"):
+            expect(page.locator(f"#dag .node[data-key={key}]")).to_have_attribute(
+                "data-state", "completed", timeout=30_000
+            )
+        expect(page.locator("#dag .node[data-key=b] .node-title")).to_have_text("Edited b")
+        expect(page.locator("#edited")).to_have_text("as a person edited it")
         assert loop.finish().ending is Ending.CONTINUE
     assert notes(loop.root) == {"a.txt": "Task a", "b.txt": "Edited b"}
     assert inputs(loop.root) == [("plan_edit", "web", "applied")]

@@ -7,6 +7,7 @@ import json
 from typing import Any
 
 from soda.errors import InputError
+from soda.human.approval import EDIT_TAKEN
 from soda.human.checks import waiting_plan
 from soda.store import agent_calls, history, test_results
 from soda.store import events as event_rows
@@ -99,12 +100,15 @@ def iteration_page(site: Site, number: int) -> dict[str, Any]:
     act = record.get("act") or {}
     claims = record.get("claims") or {}
     plan = orient.get("iteration_plan")
+    edited = ran_as_edited(record)
+    plan = edited or plan
     approval = site.reports.status()["pending_approval"]
     waits = bool(approval and approval["iteration"] == number)
+    steps = task_steps(site, int(record["id"]))
     states = {str(t["key"]): str(t["status"]) for t in act.get("tasks", [])}
     if plan and not states:
         default = "waiting" if waits else ("planned" if record["ended_at"] is None else "not_run")
-        states = {str(t["id"]): default for t in plan["tasks"]}
+        states = {str(t["id"]): live_state(steps.get(str(t["id"])), default) for t in plan["tasks"]}
     calls = [{**call, "cache_share": cache_share(call)} for call in record["agent_calls"]]
     return {
         "record": record,
@@ -112,16 +116,47 @@ def iteration_page(site: Site, number: int) -> dict[str, Any]:
         "act": act,
         "claims": claims,
         "plan": plan,
+        "edited": edited is not None,
         "dag": plan_dag(plan["tasks"], states) if plan else None,
         "states": states,
         "waits": waits,
         "approval": approval if waits else None,
-        "steps": task_steps(site, int(record["id"])),
+        "steps": steps,
+        "running": record["ended_at"] is None,
         "tests": _tests(site, claims, act),
         "calls": calls,
         "conclusions": conclusions(calls),
         "total_cost": sum(float(c["cost_usd"]) for c in calls),
     }
+
+
+LIVE_STATES = {
+    "act.task.start": "running",
+    "act.task.retried": "running",
+    "act.task.completed": "completed",
+    "act.task.failed": "failed",
+    "act.task.waiting": "waiting",
+    "act.task.skipped": "skipped",
+}
+"""A task's state while ACT runs (its record is written when ACT ends), by its
+latest step."""
+
+
+def ran_as_edited(record: dict[str, Any]) -> dict[str, Any] | None:
+    """The plan a person's edit made the iteration run, if one did."""
+    for item in record.get("human_inputs") or []:
+        if item["kind"] == "plan_edit" and item["response"] == EDIT_TAKEN:
+            plan: dict[str, Any] | None = item["payload"].get("plan")
+            return plan
+    return None
+
+
+def live_state(steps: list[dict[str, Any]] | None, default: str) -> str:
+    """The state a running task's latest step says, else `default`."""
+    for step in reversed(steps or []):
+        if step["kind"] in LIVE_STATES:
+            return LIVE_STATES[step["kind"]]
+    return default
 
 
 def task_steps(site: Site, iteration_id: int) -> dict[str, list[dict[str, Any]]]:

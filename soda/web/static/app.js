@@ -28,10 +28,13 @@
     }
   }
 
+  // Whether the person is writing in `part`: a field holds text, or has focus.
   function typedIn(part) {
     var fields = part.querySelectorAll("textarea, input:not([type=hidden])");
-    for (var i = 0; i < fields.length; i++) { if (fields[i].value) { return true; } }
-    return part.contains(document.activeElement);
+    for (var i = 0; i < fields.length; i++) {
+      if (fields[i].value || fields[i] === document.activeElement) { return true; }
+    }
+    return false;
   }
 
   var now = document.getElementById("now");
@@ -56,6 +59,19 @@
     connect("/stream", function () { if (!pending) { pending = setTimeout(refresh, 150); } }, null);
     setInterval(tick, 1000);
     tick();
+  }
+
+  // A running iteration's page: shown again as events arrive, unless the
+  // person is writing in one of its fields.
+  if (document.getElementById("live-reload")) {
+    var again = null;
+    connect("/stream", function () {
+      if (again) { return; }
+      again = setTimeout(function () {
+        again = null;
+        if (!typedIn(document.getElementById("main"))) { window.location.reload(); }
+      }, 1000);
+    }, null);
   }
 
   var rows = document.getElementById("events");
