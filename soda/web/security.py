@@ -76,9 +76,11 @@ class Guard:
         return cls(frozenset(allowed), secrets.token_urlsafe(32), token)
 
     def csrf_ok(self, given: str | None) -> bool:
+        """Whether `given` is this server's CSRF token (compared in constant time)."""
         return bool(given) and hmac.compare_digest(str(given), self.csrf)
 
     def token_ok(self, given: str | None) -> bool:
+        """Whether `given` opens this server (always, when it asks no token)."""
         return self.token is None or (bool(given) and hmac.compare_digest(str(given), self.token))
 
 

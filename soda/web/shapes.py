@@ -18,6 +18,8 @@ BAR_MAX_W = 28.0
 
 @dataclass(frozen=True)
 class Node:
+    """One task of the plan, placed: its box's top left corner is (x, y)."""
+
     key: str
     title: str
     short: str
@@ -30,6 +32,8 @@ class Node:
 
 @dataclass(frozen=True)
 class Dag:
+    """The plan drawn: its size, its tasks and the arrows between them."""
+
     width: int
     height: int
     nodes: list[Node]
@@ -90,6 +94,8 @@ def plan_dag(tasks: Sequence[dict[str, Any]], states: dict[str, str]) -> Dag:
 
 @dataclass(frozen=True)
 class Bar:
+    """One bar (or one part of a stacked bar) of a chart."""
+
     x: float
     y: float
     width: float
@@ -102,6 +108,8 @@ class Bar:
 
 @dataclass(frozen=True)
 class Chart:
+    """A bar chart, one bar per iteration, or why there is nothing to draw."""
+
     title: str
     bars: list[Bar]
     top: str

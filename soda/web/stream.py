@@ -46,6 +46,7 @@ def message(row: event_rows.EventRow) -> str:
 
 
 async def stream(request: Request) -> Response:
+    """`/stream`: the events after where the browser is, then each new one."""
     site = site_of(request)
     kind = (request.query_params.get("kind") or "").strip()[:80] or None
     latest = await run_in_threadpool(event_rows.last_id, site.db)
