@@ -39,11 +39,11 @@ def now(site: Site) -> dict[str, Any]:
     record = history.iteration(site.db, number) if number else None
     approval = status["pending_approval"]
     plan = None
-    if approval:
+    if approval and waits_for_plan(site):
         try:
             plan = waiting_plan(site.db, approval["iteration"])
         except InputError:
-            plan = None  # a merge waits, not a plan
+            plan = None
     budgets = [{**b, "percent": percent(b["used"], b["limit"])} for b in status["budgets"]]
     return {
         "status": status,
@@ -56,6 +56,14 @@ def now(site: Site) -> dict[str, Any]:
         "budgets": budgets,
         "empty": number is None,
     }
+
+
+def waits_for_plan(site: Site) -> bool:
+    """Whether the newest approval asked for is a plan's (its risk given), not a
+    merge's (its subject given): see `soda.human.approval.await_approval`."""
+    row = event_rows.last_of_kinds(site.db, ["approval.waiting"])
+    data = json.loads(row[5]) if row else {}
+    return isinstance(data, dict) and "risk" in data
 
 
 def history_page(site: Site, limit: int) -> dict[str, Any]:
