@@ -22,10 +22,6 @@ from tests.web_helpers import WebServer, chromium, screenshot, serving
 PAGES = ("/", "/history", "/iteration/1", "/iteration/2", "/tasks", "/events")
 
 
-pytestmark = pytest.mark.xdist_group("web-read")
-"""One worker runs this module: one browser, one demo history."""
-
-
 @pytest.fixture(scope="module")
 def demo(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """The demo's history, built once: two iterations, one merge, DONE."""

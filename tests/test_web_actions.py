@@ -21,9 +21,6 @@ from tests.test_approve_edit import LoopThread, notes
 from tests.test_questions import PLAN, QUESTION, asking_executor, on_milestone
 from tests.web_helpers import chromium, screenshot, serving
 
-pytestmark = pytest.mark.xdist_group("web-act")
-"""One worker runs this module: one browser, one demo history."""
-
 
 @pytest.fixture(scope="module")
 def browser() -> Iterator[Any]:
