@@ -60,9 +60,7 @@ def test_a_bad_edit_is_refused_then_approving_on_the_page_lets_the_run_go_on(
         loop = LoopThread(root)
         loop.wait_for_event("approval.waiting")
         approval = page.locator("#approval")
-        expect(approval.locator("h2")).to_have_text(
-            "Iteration 1 waits for your approval", timeout=5_000
-        )
+        expect(approval.locator("h2")).to_have_text("Iteration 1 waits for your approval")
         expect(page.locator("#running")).to_have_text("running")
         expect(approval).to_contain_text("the plan is high risk")
         screenshot(page, "now-waiting")

@@ -31,6 +31,7 @@ CHROMIUM_FLAGS = [
     "--disable-component-update",
     "--disable-sync",
 ]
+EXPECT_SECONDS = 15
 ARTIFACTS = Path(tempfile.gettempdir()) / "soda-web-screenshots"
 """Where the tests keep a screenshot of each page they look at (to look at)."""
 
@@ -115,9 +116,12 @@ def chromium() -> Iterator[Any]:
     if not CHROMIUM.exists():
         pytest.fail(f"{CHROMIUM} is missing: {SETUP}")
     try:
-        from playwright.sync_api import sync_playwright
+        from playwright.sync_api import expect, sync_playwright
     except ImportError:
         pytest.fail(f"playwright is not installed: {SETUP}")
+    # A loaded machine (two cores, two workers, a browser) is slow: conditions
+    # get 15 s unless a test asks for less (a live event: one second).
+    expect.set_options(timeout=EXPECT_SECONDS * 1000)
     with sync_playwright() as playwright, tempfile.TemporaryDirectory() as profile:
         context = playwright.chromium.launch_persistent_context(
             profile,
