@@ -40,13 +40,14 @@ LAYERS: dict[str, frozenset[str]] = {
     "web": _GROUND | {"system", "contracts", "store", "events", "trace", "human"},
     "cli": frozenset(),  # filled below: the CLI may import every other room
 }
-"""Room -> the rooms it may import (besides itself). `forge` (pull requests),
-`fleet` (many repositories on Temporal) and `web` (the dashboard) are the homes
-of subsystems still to come; an executor backend goes in `agent/backends/`."""
+"""Room -> the rooms it may import (besides itself). `fleet` (many repositories on
+Temporal) is the home of a subsystem still to come; an executor backend goes in
+`agent/backends/`."""
 LAYERS["cli"] = frozenset(LAYERS) - {"cli"}
 
 ALLOWED_CIRCLES: frozenset[tuple[str, str]] = frozenset(
     {("soda.contracts.claims", "soda.contracts.claims_text")}
 )
-"""Module edges a circle may use: `Claims.prompt_text` imports its renderer inside
-the method (the renderer needs the model's types; the model offers the text)."""
+"""Module edges a circle may use: `Claims.prompt_text` and `prompt_parts` import
+their renderer inside the method (the renderer needs the model's types; the model
+offers the text)."""

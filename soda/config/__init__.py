@@ -26,6 +26,7 @@ from soda.config.sections import (
     ContextConfig,
     DaemonConfig,
     ExecutorConfig,
+    ForgeConfig,
     GateConfig,
     LoopConfig,
     ModelConfig,
@@ -51,6 +52,7 @@ __all__ = [
     "ContextConfig",
     "DaemonConfig",
     "ExecutorConfig",
+    "ForgeConfig",
     "GateConfig",
     "LiveConfig",
     "LoopConfig",
@@ -88,6 +90,8 @@ class Config(Section):
     """What must hold before a change merges."""
     context: ContextConfig = Field(default_factory=ContextConfig)
     """What agents are shown of the repository."""
+    forge: ForgeConfig = Field(default_factory=ForgeConfig)
+    """Pull requests: the milestone on a forge, its CI and review comments."""
     executor: ExecutorConfig = Field(default_factory=ExecutorConfig)
     """Who does a task's work: soda's own agent or a coding CLI in the jail."""
 
