@@ -267,3 +267,16 @@ def processes_with(marker: str) -> list[int]:
         if marker.encode() in cmdline and state not in ("Z", "X"):
             found.append(int(entry.name))
     return found
+
+
+def describe(pids: list[int]) -> str:
+    """Each pid's state, parent and command line: what a failure needs to say."""
+    found = []
+    for pid in pids:
+        try:
+            stat = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+            argv = Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ")
+        except (OSError, IndexError):
+            continue
+        found.append(f"{pid} state {stat[0]} parent {stat[1]}: {argv.decode(errors='replace')}")
+    return "; ".join(found) or "none"

@@ -35,6 +35,7 @@ from soda.system.jail import Jail
 from soda.system.lifecycle import stop_signals
 from tests import test_lifecycle
 from tests.conftest import soda, wait_for
+from tests.hostile_helpers import describe
 from tests.test_daemon import DEMO, alive, pid_of, query
 from tests.test_lifecycle import DEMO_TESTS, processes_with
 
@@ -165,19 +166,6 @@ def test_a_stop_kills_interruptible_commands_and_spares_the_others(tmp_path: Pat
             thread.join(timeout=10)
     assert proc.run("true", cwd=tmp_path, timeout=10).ok  # after the stop: runs again
     assert proc.live_commands() == []
-
-
-def describe(pids: list[int]) -> str:
-    """Each pid's state, parent and command line: what a failure needs to say."""
-    found = []
-    for pid in pids:
-        try:
-            stat = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-            argv = Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ")
-        except (OSError, IndexError):
-            continue
-        found.append(f"{pid} state {stat[0]} parent {stat[1]}: {argv.decode(errors='replace')}")
-    return "; ".join(found) or "none"
 
 
 def test_a_stop_as_a_jailed_command_starts_leaves_nothing_running(tmp_path: Path) -> None:
