@@ -1,0 +1,162 @@
+"""One iteration on a worker, as plain synchronous code (the activity runs it in
+a thread): prepare the checkout, rebuild the record when fresh, open a session,
+run `soda.loop.run.run_iteration` unchanged, push the milestone, summarise.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import threading
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Protocol, runtime_checkable
+
+from soda.config import Config
+from soda.contracts import HumanInput
+from soda.contracts.outcomes import RunStatus, TaskStatus
+from soda.fleet import checkout
+from soda.fleet.state import PROVENANCE, IterationReport, IterationRequest, IterationSummary
+from soda.human.parse import document
+from soda.human.write import inbox_dir
+from soda.loop.asking import open_questions
+from soda.loop.run import Ending, run_iteration
+from soda.loop.session import Session
+from soda.repo.milestone import milestone_name
+from soda.store import history, learnings, tasks
+from soda.system.lock import release_lock
+
+Printer = Callable[[str], None]
+
+
+@runtime_checkable
+class Positioned(Protocol):
+    """A model with a place in a script (the scripted model): where it stands
+    lives in the workflow, so a run moved to another worker goes on from there."""
+
+    position: int
+
+
+@dataclass
+class Progress:
+    """What the iteration's thread and the activity's heartbeat share."""
+
+    phase: str = "preparing"
+    state_dir: Path | None = None
+    """Set once the checkout is ready: inputs may be written to its inbox."""
+    written: dict[int, Path] = field(default_factory=dict)
+    """The person's inputs written to the inbox, by `seq`."""
+    lock: threading.Lock = field(default_factory=threading.Lock)
+    stop: threading.Event = field(default_factory=threading.Event)
+
+    def deliver(self, seq: int, document: dict[str, object]) -> None:
+        """Write one input to the inbox, once (provenance: `fleet`)."""
+        with self.lock:
+            if self.state_dir is None or seq in self.written:
+                return
+            item = HumanInput.model_validate(document)
+            self.written[seq] = write_fleet_input(self.state_dir, seq, item)
+
+    def delivered(self) -> list[int]:
+        """The inputs soda took in; one still in the inbox is removed (it goes
+        again with the next iteration, so it is never lost or read twice)."""
+        with self.lock:
+            self.state_dir = None
+            taken = []
+            for seq, path in self.written.items():
+                if path.exists():
+                    path.unlink()
+                else:
+                    taken.append(seq)
+            return taken
+
+
+def write_fleet_input(state_dir: Path, seq: int, item: HumanInput) -> Path:
+    """Drop `item` into the inbox whole (by rename), named for its provenance:
+    `<time>-fleet-<seq>-<kind>.json` is what the record's `source_file` keeps."""
+    inbox = inbox_dir(state_dir)
+    inbox.mkdir(parents=True, exist_ok=True)
+    stamp = datetime.now(UTC).strftime("%Y%m%dT%H%M%S%fZ")
+    name = f"{stamp}-{PROVENANCE}-{seq}-{item.kind}.json"
+    temp = inbox / f".{name}.tmp"
+    with temp.open("w", encoding="utf-8") as fh:
+        fh.write(json.dumps(document(item), indent=2) + "\n")
+        fh.flush()
+        os.fsync(fh.fileno())
+    os.replace(temp, inbox / name)
+    return inbox / name
+
+
+def run_one(
+    cache: Path, worker: str, request: IterationRequest, progress: Progress, say: Printer
+) -> IterationReport:
+    """Iteration `request.number` of the run, on this worker's clone."""
+    home = checkout.run_home(cache, request.workflow_id)
+    config = checkout.prepare(home, request.settings, request.fresh)
+    if request.fresh:
+        checkout.rebuild(config, request.history, request.learnings)
+        sha = checkout.landed(config, request.number)
+        if sha is not None:  # it landed, then its worker was lost before it said so
+            return _landed(config, worker, request, sha)
+    progress.state_dir = config.state_dir
+    for item in request.pending:
+        progress.deliver(item.seq, item.document)
+    session = Session.open(config, start_run=True, stopping=progress.stop)
+    try:
+        if request.model_position is not None and isinstance(session.model, Positioned):
+            session.model.position = request.model_position
+        session.iterations_in_run = request.number - 1
+        session.max_iterations = request.settings.max_iterations
+        progress.phase = "iterating"
+        result = run_iteration(session, say)
+        status = result.ending.run_status
+        session.finish_run(status, result.reason)
+        progress.phase = "pushing"
+        tip = checkout.push(config, say)
+        row = history.iteration(session.db, result.number) or {}
+        summary = IterationSummary(
+            result.number,
+            result.ending.value,
+            result.reason,
+            row.get("decision"),
+            row.get("outcome"),
+            tip if row.get("merged_commit") else None,
+            int(row.get("tokens_in") or 0) + int(row.get("tokens_out") or 0),
+            float(row.get("cost_usd") or 0.0),
+            worker,
+        )
+        position = session.model.position if isinstance(session.model, Positioned) else None
+        return IterationReport(
+            summary,
+            progress.delivered(),
+            position,
+            learnings.active(session.db, config.context.max_learnings),
+            _open_tasks(session),
+            _waiting_for(session),
+        )
+    finally:
+        session.finish_run(RunStatus.STOPPED, "fleet activity ended")
+        session.db.conn.close()
+        release_lock(config.state_dir)
+
+
+def _landed(config: Config, worker: str, request: IterationRequest, sha: str) -> IterationReport:
+    reason = "its merge reached the remote before its worker was lost"
+    summary = IterationSummary(
+        request.number, Ending.CONTINUE.value, reason, "CONTINUE", "merged", sha, worker=worker
+    )
+    return IterationReport(summary, [], request.model_position, request.learnings, 0, None)
+
+
+def _open_tasks(session: Session) -> int:
+    rows = tasks.of_milestone(session.db, milestone_name(session.config))
+    return sum(1 for task in rows if task.status not in (TaskStatus.CLOSED,))
+
+
+def _waiting_for(session: Session) -> str | None:
+    asked = open_questions(session.db)
+    if asked:
+        return f"an answer to question {asked[0].id}: {asked[0].question}"
+    return None
