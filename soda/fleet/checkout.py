@@ -34,8 +34,9 @@ PUSH_ATTEMPTS = 5
 PUSH_BACKOFF = 0.5
 """Seconds before the second push attempt; doubles each time."""
 CLONE_DIR = "repo"
-FLEET_CONFIG = "fleet.toml"
-"""The submitted soda.toml, kept beside the clone (never inside it)."""
+FLEET_CONFIG = ".soda-fleet.toml"
+"""The submitted soda.toml, at the top of the clone (its paths are the
+repository's) and ignored by git: no commit or worktree sees it."""
 
 
 @dataclass(frozen=True)
@@ -54,9 +55,10 @@ def run_home(cache: Path, workflow_id: str) -> RunCheckout:
     return RunCheckout(cache / re.sub(r"[^A-Za-z0-9_.-]", "_", workflow_id))
 
 
-def prepare(checkout: RunCheckout, settings: RunSettings, fresh: bool) -> Config:
-    """Clone (or fetch) the repository, and return the run's config. When
-    `fresh`, the local state is thrown away and the milestone reset to the remote."""
+def prepare(checkout: RunCheckout, settings: RunSettings, fresh: bool) -> tuple[Config, bool]:
+    """Clone (or fetch) the repository; the run's config, and whether its record
+    starts afresh. When `fresh` (or on a new clone), the local state is thrown
+    away and the milestone reset to the remote's."""
     harden_git_environment()
     root = checkout.root
     if not (root / ".git").exists():
@@ -85,7 +87,7 @@ def prepare(checkout: RunCheckout, settings: RunSettings, fresh: bool) -> Config
             repo.git.branch("-f", branch, f"origin/{branch}")
         elif branch in {head.name for head in repo.heads}:
             repo.git.branch("-D", branch)
-    return config
+    return config, fresh
 
 
 def run_config(checkout: RunCheckout, settings: RunSettings) -> Config:
@@ -93,7 +95,8 @@ def run_config(checkout: RunCheckout, settings: RunSettings) -> Config:
     and base branch, rooted at the clone."""
     path = checkout.root / CONFIG_NAME
     if settings.config_text is not None:
-        path = checkout.home / FLEET_CONFIG
+        ensure_excluded(Repo(checkout.root), f"/{FLEET_CONFIG}")
+        path = checkout.root / FLEET_CONFIG
         path.write_text(settings.config_text, encoding="utf-8")
     if not path.exists():
         raise UserError(f"{settings.repo_url}: no {CONFIG_NAME} (run `soda init` there first)")

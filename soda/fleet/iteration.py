@@ -94,8 +94,8 @@ def run_one(
 ) -> IterationReport:
     """Iteration `request.number` of the run, on this worker's clone."""
     home = checkout.run_home(cache, request.workflow_id)
-    config = checkout.prepare(home, request.settings, request.fresh)
-    if request.fresh:
+    config, fresh = checkout.prepare(home, request.settings, request.fresh)
+    if fresh:
         checkout.rebuild(config, request.history, request.learnings)
         sha = checkout.landed(config, request.number)
         if sha is not None:  # it landed, then its worker was lost before it said so

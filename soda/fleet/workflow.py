@@ -74,15 +74,20 @@ class SodaRun:
                     retry_policy=PLACE_RETRY,
                     result_type=Placement,
                 )
+                last = state.history[-1].worker if state.history else None
+                if state.placement.worker != last:  # another worker's record is not this run's
+                    state.fresh = True
             self._show("running")
             report = await self._iterate(state, state.placement)
+            if report is None and state.waiting_for is not None:
+                continue
             if report is None:  # the worker was lost: place the run again
                 state.placement, state.fresh = None, True
                 state.moves += 1
                 continue
             ending = self._keep(state, report)
-            if ending == "done":
-                return await self._end("done")
+            if ending == "done" and not state.pending:
+                return await self._end("done")  # else a person wrote since: go on
             if ending == "transient":
                 self._show("retrying")
                 await workflow.sleep(TRANSIENT_WAIT)
@@ -116,10 +121,13 @@ class SodaRun:
             if isinstance(exc.cause, TimeoutError):
                 return None
             cause = exc.cause
-            if isinstance(cause, ApplicationError) and cause.type == "UserError":
-                raise ApplicationError(cause.message, type="UserError", non_retryable=True) from exc
             state.fresh = True  # the attempt broke off: its local record is not trusted
             message = cause.message if isinstance(cause, ApplicationError) else str(exc)
+            if isinstance(cause, ApplicationError) and cause.type == "UserError":
+                # A person must fix something (the repository's soda.toml, its URL):
+                # the run waits for them, holding no worker.
+                state.waiting_for = f"a person to fix: {message} (then soda fleet resume)"
+                return None
             summary = IterationSummary(
                 request.number, "halt", f"the iteration crashed: {message}", worker=placement.worker
             )
