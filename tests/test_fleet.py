@@ -69,17 +69,41 @@ def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Server]:
     started.stop()
 
 
-@pytest.fixture
-def workers(server: Server, tmp_path: Path) -> Iterator[list[WorkerProcess]]:
-    """Two workers, two slots each, killed (by pid) at the end."""
-    started: list[WorkerProcess] = []
-    try:
-        for label in ("a", "b"):
-            started.append(start_worker(server.address, tmp_path / "workers", label))
-        yield started
-    finally:
-        for worker in started:
+class Pool:
+    """The module's workers: two live ones at the start of every test (a test that
+    killed one gets a new one, so each test does not pay for two starts)."""
+
+    def __init__(self, server: Server, home: Path) -> None:
+        self.server, self.home = server, home
+        self.live: list[WorkerProcess] = []
+        self.started = 0
+
+    def fill(self) -> list[WorkerProcess]:
+        self.live = [w for w in self.live if w.process.poll() is None]
+        while len(self.live) < 2:
+            self.started += 1
+            self.live.append(start_worker(self.server.address, self.home, f"w{self.started}"))
+        return self.live
+
+    def stop(self) -> None:
+        for worker in self.live:
             worker.stop()
+
+
+@pytest.fixture(scope="module")
+def pool(server: Server, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Pool]:
+    workers = Pool(server, tmp_path_factory.mktemp("workers"))
+    yield workers
+    workers.stop()
+
+
+@pytest.fixture
+def workers(pool: Pool) -> Iterator[list[WorkerProcess]]:
+    """Two workers, two slots each; what a test starts it adds to the list, and
+    the module's teardown kills them all (by pid)."""
+    live = list(pool.fill())
+    yield live
+    pool.live = live
 
 
 def fleet(server: Server, *args: str) -> Any:
@@ -173,7 +197,7 @@ def test_four_runs_across_two_workers_reach_done(
 def test_a_killed_worker_loses_nothing(
     server: Server, workers: list[WorkerProcess], tmp_path: Path, point: str
 ) -> None:
-    url = remote_project(tmp_path, "moved", latency=0.3)
+    url = remote_project(tmp_path, "moved", latency=0.15)
     run = submit(server, url)
     first = holder(server, run, workers)
     if point == "orient":
@@ -229,7 +253,7 @@ def test_a_correction_reaches_the_next_orient_of_its_run_only(
 def test_the_runs_survive_a_restart_of_the_server(
     server: Server, workers: list[WorkerProcess], tmp_path: Path
 ) -> None:
-    url = remote_project(tmp_path, "restart", latency=0.3)
+    url = remote_project(tmp_path, "restart", latency=0.15)
     result = fleet(server, "submit", url, "--heartbeat", "15", "--place", "15")
     assert result.exit_code == 0, result.output
     run = result.output.strip()
@@ -242,7 +266,7 @@ def test_the_runs_survive_a_restart_of_the_server(
 def test_a_merge_that_never_reached_the_remote_is_made_again_once(
     server: Server, workers: list[WorkerProcess], tmp_path: Path
 ) -> None:
-    url = remote_project(tmp_path, "unpushed", TWO_TASKS, latency=0.3)
+    url = remote_project(tmp_path, "unpushed", TWO_TASKS, latency=0.2)
     run = submit(server, url)
     first = holder(server, run, workers)
     clone = run_home(first.cache, run).root
@@ -318,7 +342,7 @@ def test_a_question_is_answered_through_the_fleet(
     shown = fleet(server, "status", run)  # the server answers with every worker down
     assert "waiting_for: an answer to question 1" in shown.output, shown.output
     assert "1  STUCK" in fleet(server, "history", run).output
-    workers.append(start_worker(server.address, tmp_path / "workers", "c"))
+    workers.append(start_worker(server.address, tmp_path / "workers", "c"))  # the pool stops it
     answered = fleet(server, "answer", run, "1", "no, truncate")
     assert answered.exit_code == 0, answered.output
     done = wait_status(server.address, run, {"done"}, RUN_SECONDS)
