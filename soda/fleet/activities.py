@@ -13,12 +13,13 @@ from typing import Any
 
 from temporalio import activity
 from temporalio.client import Client
-from temporalio.exceptions import ApplicationError
+from temporalio.exceptions import ApplicationError, ApplicationErrorCategory
 
 from soda.errors import UserError
 from soda.fleet.iteration import Progress, run_one
 from soda.fleet.state import HumanSignal, IterationReport, IterationRequest, Placement
 
+BENIGN = ApplicationErrorCategory.BENIGN
 HELD_IDLE_SECONDS = 600.0
 """A run this worker holds but has not iterated for this long frees its slot (its
 workflow was ended from outside, without a release)."""
@@ -47,7 +48,9 @@ class WorkerActivities:
             if now - seen > HELD_IDLE_SECONDS:
                 del self.held[held]
         if workflow_id not in self.held and len(self.held) >= self.slots:
-            raise ApplicationError(f"{self.worker} has no free slot", type="NoSlot")
+            raise ApplicationError(  # benign: logged at debug, not with a traceback
+                f"{self.worker} has no free slot", type="NoSlot", category=BENIGN
+            )
         self.held[workflow_id] = now
         self.say(f"placed {workflow_id}")
         return Placement(self.worker, self.queue)
@@ -77,8 +80,11 @@ class WorkerActivities:
             raise
         try:
             return work.result()
-        except UserError as exc:
-            raise ApplicationError(str(exc), type="UserError", non_retryable=True) from exc
+        except UserError as exc:  # one line here; the run waits for the person
+            self.say(f"{request.workflow_id}: {exc}")
+            raise ApplicationError(
+                str(exc), type="UserError", non_retryable=True, category=BENIGN
+            ) from None
         finally:
             self.held[request.workflow_id] = time.monotonic()
 

@@ -21,9 +21,7 @@ from temporalio.client import Client
 from temporalio.worker import Worker
 
 from soda.fleet.activities import WorkerActivities
-from soda.fleet.state import SHARED_QUEUE
 from soda.fleet.workflow import SodaRun
-
 
 STICKY_SECONDS = 2.0
 
@@ -67,6 +65,3 @@ async def serve(
             ready.write_text(name, encoding="utf-8")
         await stop.wait()
     offered.say("stopped")
-
-
-__all__ = ["SHARED_QUEUE", "serve"]
