@@ -15,8 +15,8 @@ from temporalio import activity
 from temporalio.client import Client
 from temporalio.exceptions import ApplicationError, ApplicationErrorCategory
 
-from soda.errors import UserError
-from soda.fleet.iteration import Progress, run_one
+from soda.errors import TransientError, UserError
+from soda.fleet.iteration import HeldRun, Progress, run_one
 from soda.fleet.state import HumanSignal, IterationReport, IterationRequest, Placement
 
 BENIGN = ApplicationErrorCategory.BENIGN
@@ -34,7 +34,8 @@ class WorkerActivities:
     queue: str
     cache: Path
     slots: int
-    held: dict[str, float] = field(default_factory=dict)
+    runs: dict[str, HeldRun] = field(default_factory=dict)
+    """The runs placed here (a slot each)."""
 
     def say(self, line: str) -> None:
         print(f"{self.worker}: {line}", flush=True)
@@ -44,28 +45,35 @@ class WorkerActivities:
         """Take the run if a slot is free; refused otherwise (retried, so a worker
         with room takes it)."""
         now = time.monotonic()
-        for held, seen in list(self.held.items()):
-            if now - seen > HELD_IDLE_SECONDS:
-                del self.held[held]
-        if workflow_id not in self.held and len(self.held) >= self.slots:
+        for ident, held in list(self.runs.items()):
+            if now - held.seen > HELD_IDLE_SECONDS and ident != workflow_id:
+                await self.release(ident)
+        if workflow_id not in self.runs and len(self.runs) >= self.slots:
             raise ApplicationError(  # benign: logged at debug, not with a traceback
                 f"{self.worker} has no free slot", type="NoSlot", category=BENIGN
             )
-        self.held[workflow_id] = now
+        self.runs.setdefault(workflow_id, HeldRun()).seen = now
         self.say(f"placed {workflow_id}")
         return Placement(self.worker, self.queue)
 
     @activity.defn(name="release")
     async def release(self, workflow_id: str) -> None:
-        self.held.pop(workflow_id, None)
+        held = self.runs.pop(workflow_id, None)
+        if held is not None:
+            await asyncio.to_thread(held.close)
+
+    async def close_all(self) -> None:
+        for ident in list(self.runs):
+            await self.release(ident)
 
     @activity.defn(name="iterate")
     async def iterate(self, request: IterationRequest) -> IterationReport:
-        self.held[request.workflow_id] = time.monotonic()
+        held = self.runs.setdefault(request.workflow_id, HeldRun())
+        held.seen = time.monotonic()
         progress = Progress()
         every = max(0.2, request.settings.heartbeat_seconds / 4)
         work = asyncio.create_task(
-            asyncio.to_thread(run_one, self.cache, self.worker, request, progress, self.say)
+            asyncio.to_thread(run_one, self.cache, self.worker, request, progress, self.say, held)
         )
         handle = self.client.get_workflow_handle(request.workflow_id)
         try:
@@ -75,7 +83,7 @@ class WorkerActivities:
                     await self._pass_on(handle, progress)
                 await asyncio.wait({work}, timeout=every)
         except asyncio.CancelledError:
-            progress.stop.set()  # the run moved on: stop at the next safe point
+            held.stop.set()  # the run moved on: stop at the next safe point
             await asyncio.wait({work})
             raise
         try:
@@ -85,8 +93,13 @@ class WorkerActivities:
             raise ApplicationError(
                 str(exc), type="UserError", non_retryable=True, category=BENIGN
             ) from None
+        except TransientError as exc:  # the workflow tries again later, afresh
+            self.say(f"{request.workflow_id}: {exc}")
+            raise ApplicationError(
+                str(exc), type="TransientError", non_retryable=True, category=BENIGN
+            ) from None
         finally:
-            self.held[request.workflow_id] = time.monotonic()
+            held.seen = time.monotonic()
 
     async def _pass_on(self, handle: Any, progress: Progress) -> None:
         """Inputs a person sent while the iteration runs reach its inbox."""

@@ -20,6 +20,7 @@ from pathlib import Path
 
 import git
 from git import Repo
+from git.refs.symbolic import SymbolicReference
 
 from soda.config import CONFIG_NAME, Config, load
 from soda.contracts.outcomes import RunStatus
@@ -75,12 +76,12 @@ def prepare(checkout: RunCheckout, settings: RunSettings, fresh: bool) -> tuple[
     except git.GitCommandError as exc:
         raise TransientError(f"cannot fetch {settings.repo_url}: {_first(exc)}") from exc
     config = run_config(checkout, settings)
-    ensure_excluded(repo, f"/{config.project.state_dir.strip('/')}/")
-    base = config.project.base_branch
-    if _remote_has(repo, base):
+    base_tip = _tip(repo, f"refs/remotes/origin/{config.project.base_branch}")
+    if base_tip is not None and base_tip != _tip(repo, "HEAD"):
         # The clone's own checkout follows the remote's base (the spec and config live there).
-        repo.git.checkout("-q", "-B", base, f"origin/{base}")
+        repo.git.checkout("-q", "-B", config.project.base_branch, base_tip)
     if fresh:
+        ensure_excluded(repo, f"/{config.project.state_dir.strip('/')}/")
         shutil.rmtree(config.state_dir, ignore_errors=True)
         branch = milestone_branch(config)
         if _remote_has(repo, branch):
@@ -95,9 +96,10 @@ def run_config(checkout: RunCheckout, settings: RunSettings) -> Config:
     and base branch, rooted at the clone."""
     path = checkout.root / CONFIG_NAME
     if settings.config_text is not None:
-        ensure_excluded(Repo(checkout.root), f"/{FLEET_CONFIG}")
         path = checkout.root / FLEET_CONFIG
-        path.write_text(settings.config_text, encoding="utf-8")
+        if not path.exists() or path.read_text(encoding="utf-8") != settings.config_text:
+            ensure_excluded(Repo(checkout.root), f"/{FLEET_CONFIG}")
+            path.write_text(settings.config_text, encoding="utf-8")
     if not path.exists():
         raise UserError(f"{settings.repo_url}: no {CONFIG_NAME} (run `soda init` there first)")
     config = load(path)
@@ -180,12 +182,14 @@ def push(config: Config, say: Callable[[str], None] | None = None) -> str | None
     branch = milestone_branch(config)
     if branch not in {head.name for head in repo.heads}:
         return None
-    tip = repo.git.rev_parse(f"refs/heads/{branch}")
+    tip = _tip(repo, f"refs/heads/{branch}")
+    if tip is not None and tip == _tip(repo, f"refs/remotes/origin/{branch}"):
+        return tip  # nothing new since the last push (or the fetch)
     wait = PUSH_BACKOFF
     for attempt in range(1, PUSH_ATTEMPTS + 1):
         try:
             repo.git.push("origin", f"refs/heads/{branch}:refs/heads/{branch}")
-            return str(tip)
+            return tip
         except git.GitCommandError as exc:
             if attempt == PUSH_ATTEMPTS:
                 raise TransientError(f"cannot push {branch}: {_first(exc)}") from exc
@@ -196,12 +200,17 @@ def push(config: Config, say: Callable[[str], None] | None = None) -> str | None
     return None
 
 
-def _remote_has(repo: Repo, branch: str) -> bool:
+def _tip(repo: Repo, ref: str) -> str | None:
+    """The commit `ref` names, read from the ref files (no git process)."""
     try:
-        repo.git.rev_parse("--verify", "-q", f"refs/remotes/origin/{branch}")
-    except git.GitCommandError:
-        return False
-    return True
+        sha = SymbolicReference.dereference_recursive(repo, ref)
+    except (ValueError, OSError):
+        return None
+    return str(sha)
+
+
+def _remote_has(repo: Repo, branch: str) -> bool:
+    return _tip(repo, f"refs/remotes/origin/{branch}") is not None
 
 
 def _first(exc: git.GitCommandError) -> str:

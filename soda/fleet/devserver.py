@@ -21,6 +21,10 @@ from soda.errors import InputError, TransientError
 
 HOST = "127.0.0.1"
 READY_SECONDS = 30.0
+FAST_RESTARTS = ("--dynamic-config-value", 'history.workflowIdReuseMinimalInterval="0s"')
+"""The server holds back a workflow that continues as new less than this after
+its previous run started (1 s by default, against tight loops): an iteration
+with a fast model is shorter. On a cluster, iterations take minutes."""
 
 
 def binary() -> Path:
@@ -82,7 +86,7 @@ def start(
     """Start the dev server on loopback and return once it takes connections.
     `db_file` keeps its runs across a restart (else they live in memory)."""
     argv = [str(binary()), "server", "start-dev", "--ip", HOST, "--port", str(port)]
-    argv += ["--log-level", "error"]
+    argv += ["--log-level", "error", *FAST_RESTARTS]
     argv += ["--headless"] if ui_port is None else ["--ui-port", str(ui_port)]
     if db_file is not None:
         argv += ["--db-filename", str(db_file)]

@@ -14,7 +14,6 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Protocol, runtime_checkable
 
-from soda.config import Config
 from soda.contracts import HumanInput
 from soda.contracts.outcomes import RunStatus, TaskStatus
 from soda.fleet import checkout
@@ -49,7 +48,6 @@ class Progress:
     written: dict[int, Path] = field(default_factory=dict)
     """The person's inputs written to the inbox, by `seq`."""
     lock: threading.Lock = field(default_factory=threading.Lock)
-    stop: threading.Event = field(default_factory=threading.Event)
 
     def deliver(self, seq: int, document: dict[str, object]) -> None:
         """Write one input to the inbox, once (provenance: `fleet`)."""
@@ -89,60 +87,98 @@ def write_fleet_input(state_dir: Path, seq: int, item: HumanInput) -> Path:
     return inbox / name
 
 
+@dataclass
+class HeldRun:
+    """A run placed on this worker. Its session stays open between its
+    iterations (the database, the checkout pool's worktrees, the model), as the
+    daemon's does between wakes; it is closed when the run waits, ends or moves."""
+
+    session: Session | None = None
+    stop: threading.Event = field(default_factory=threading.Event)
+    """Set when the iteration's activity is cancelled: stop at the next safe point."""
+    seen: float = 0.0
+    """time.monotonic() of its last placement or iteration."""
+
+    def close(self) -> None:
+        session, self.session = self.session, None
+        if session is None:
+            return
+        session.finish_run(RunStatus.STOPPED, "the run left this worker")
+        session.db.conn.close()
+        release_lock(session.config.state_dir)
+
+
 def run_one(
-    cache: Path, worker: str, request: IterationRequest, progress: Progress, say: Printer
+    cache: Path,
+    worker: str,
+    request: IterationRequest,
+    progress: Progress,
+    say: Printer,
+    held: HeldRun,
 ) -> IterationReport:
     """Iteration `request.number` of the run, on this worker's clone."""
     home = checkout.run_home(cache, request.workflow_id)
+    if request.fresh:
+        held.close()
     config, fresh = checkout.prepare(home, request.settings, request.fresh)
     if fresh:
+        held.close()
         checkout.rebuild(config, request.history, request.learnings)
         sha = checkout.landed(config, request.number)
         if sha is not None:  # it landed, then its worker was lost before it said so
-            return _landed(config, worker, request, sha)
+            return _landed(worker, request, sha)
     progress.state_dir = config.state_dir
     for item in request.pending:
         progress.deliver(item.seq, item.document)
-    session = Session.open(config, start_run=True, stopping=progress.stop)
+    held.stop.clear()
     try:
-        if request.model_position is not None and isinstance(session.model, Positioned):
-            session.model.position = request.model_position
-        session.iterations_in_run = request.number - 1
-        session.max_iterations = request.settings.max_iterations
-        progress.phase = "iterating"
-        result = run_iteration(session, say)
-        status = result.ending.run_status
-        session.finish_run(status, result.reason)
-        progress.phase = "pushing"
-        tip = checkout.push(config, say)
-        row = history.iteration(session.db, result.number) or {}
-        summary = IterationSummary(
-            result.number,
-            result.ending.value,
-            result.reason,
-            row.get("decision"),
-            row.get("outcome"),
-            tip if row.get("merged_commit") else None,
-            int(row.get("tokens_in") or 0) + int(row.get("tokens_out") or 0),
-            float(row.get("cost_usd") or 0.0),
-            worker,
-        )
-        position = session.model.position if isinstance(session.model, Positioned) else None
-        return IterationReport(
-            summary,
-            progress.delivered(),
-            position,
-            learnings.active(session.db, config.context.max_learnings),
-            _open_tasks(session),
-            _waiting_for(session),
-        )
-    finally:
-        session.finish_run(RunStatus.STOPPED, "fleet activity ended")
-        session.db.conn.close()
-        release_lock(config.state_dir)
+        session = held.session or Session.open(config, start_run=False, stopping=held.stop)
+        held.session = session
+        return _iterate(session, worker, request, progress, say)
+    except BaseException:
+        held.close()  # what broke off is not trusted: the next attempt starts afresh
+        raise
 
 
-def _landed(config: Config, worker: str, request: IterationRequest, sha: str) -> IterationReport:
+def _iterate(
+    session: Session, worker: str, request: IterationRequest, progress: Progress, say: Printer
+) -> IterationReport:
+    if session.run_ended:
+        session.start_run()
+    if request.model_position is not None and isinstance(session.model, Positioned):
+        session.model.position = request.model_position
+    session.iterations_in_run = request.number - 1
+    session.max_iterations = request.settings.max_iterations
+    progress.phase = "iterating"
+    result = run_iteration(session, say)
+    if result.ending is not Ending.CONTINUE:
+        session.finish_run(result.ending.run_status, result.reason)
+    progress.phase = "pushing"
+    tip = checkout.push(session.config, say)
+    row = history.iteration(session.db, result.number) or {}
+    summary = IterationSummary(
+        result.number,
+        result.ending.value,
+        result.reason,
+        row.get("decision"),
+        row.get("outcome"),
+        tip if row.get("merged_commit") else None,
+        int(row.get("tokens_in") or 0) + int(row.get("tokens_out") or 0),
+        float(row.get("cost_usd") or 0.0),
+        worker,
+    )
+    position = session.model.position if isinstance(session.model, Positioned) else None
+    return IterationReport(
+        summary,
+        progress.delivered(),
+        position,
+        learnings.active(session.db, session.config.context.max_learnings),
+        _open_tasks(session),
+        _waiting_for(session),
+    )
+
+
+def _landed(worker: str, request: IterationRequest, sha: str) -> IterationReport:
     reason = "its merge reached the remote before its worker was lost"
     summary = IterationSummary(
         request.number, Ending.CONTINUE.value, reason, "CONTINUE", "merged", sha, worker=worker

@@ -64,4 +64,5 @@ async def serve(
         if ready is not None:
             ready.write_text(name, encoding="utf-8")
         await stop.wait()
+    await offered.close_all()
     offered.say("stopped")

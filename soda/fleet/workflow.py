@@ -116,6 +116,7 @@ class SodaRun:
                 retry_policy=RetryPolicy(maximum_attempts=1),
                 result_type=IterationReport,
             )
+            state.fresh = False  # the worker's record holds this iteration
             return report
         except ActivityError as exc:
             if isinstance(exc.cause, TimeoutError):
@@ -128,9 +129,11 @@ class SodaRun:
                 # the run waits for them, holding no worker.
                 state.waiting_for = f"a person to fix: {message} (then soda fleet resume)"
                 return None
-            summary = IterationSummary(
-                request.number, "halt", f"the iteration crashed: {message}", worker=placement.worker
-            )
+            if isinstance(cause, ApplicationError) and cause.type == "TransientError":
+                ending, reason = "transient", message  # e.g. a push that never went through
+            else:
+                ending, reason = "halt", f"the iteration crashed: {message}"
+            summary = IterationSummary(request.number, ending, reason, worker=placement.worker)
             return IterationReport(summary, [], state.model_position, state.learnings, 0, None)
 
     def _keep(self, state: RunState, report: IterationReport) -> str:
@@ -143,11 +146,8 @@ class SodaRun:
         state.open_tasks = report.open_tasks
         state.tokens += summary.tokens
         state.cost_usd += summary.cost_usd
-        state.fresh = summary.ending == "halt" and summary.decision is None
         if summary.ending in ("stuck", "halt"):
             state.waiting_for = report.waiting_for or f"{summary.ending}: {summary.reason}"
-        if summary.ending == "interrupted":
-            state.fresh = True
         return summary.ending
 
     def _may_go(self, state: RunState) -> bool:
