@@ -5,7 +5,12 @@ only fake is the scripted model committed in each sample project."""
 from __future__ import annotations
 
 import json
+import os
+import signal
+import socket
 import sqlite3
+import subprocess
+import sys
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -27,6 +32,7 @@ from soda.fleet.checkout import run_home
 from tests.conftest import git, wait_for
 from tests.fleet_helpers import (
     ASKING,
+    ROOT,
     TWO_TASKS,
     WorkerProcess,
     describe,
@@ -191,6 +197,8 @@ def test_four_runs_across_two_workers_reach_done(
     assert {rows[run]["status"] for run in runs} == {"done"}
     shown = fleet(server, "history", runs[0])
     assert shown.exit_code == 0 and "merged" in shown.output, shown.output
+    late = fleet(server, "tell", runs[0], "too late")
+    assert late.exit_code == 2 and "has ended (done)" in late.output, late.output
 
 
 @pytest.mark.parametrize("point", ["orient", "test run"])
@@ -349,3 +357,35 @@ def test_a_question_is_answered_through_the_fleet(
     assert [h["outcome"] for h in done["history"]] == ["stuck", "merged", "done"]
     assert landed(url) == ["2"]
     assert {h["worker"] for h in done["history"][1:]} == {workers[-1].name}
+
+
+def test_commands_say_what_is_wrong_in_one_line(server: Server) -> None:
+    unknown = fleet(server, "status", "soda-nothing-0000000000")
+    assert unknown.exit_code == 2 and "no fleet run" in unknown.output, unknown.output
+    port = devserver.free_port()
+    away = CliRunner().invoke(app, ["fleet", "list", "--address", f"127.0.0.1:{port}"])
+    assert away.exit_code != 0 and "Traceback" not in away.output
+    assert f"no Temporal server at 127.0.0.1:{port}" in away.output, away.output
+
+
+def test_fleet_dev_prints_where_it_serves_and_stops_its_server(tmp_path: Path) -> None:
+    port, ui = devserver.free_port(), devserver.free_port()
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    argv = [sys.executable, "-m", "soda", "fleet", "dev", "--port", str(port), "--ui-port", str(ui)]
+    log = tmp_path / "dev.log"
+    with log.open("wb") as sink:
+        dev = subprocess.Popen(argv, stdout=sink, stderr=subprocess.STDOUT, env=env)
+    try:
+        wait_for(lambda: "web UI" in log.read_text(), 30, "soda fleet dev to say where it serves")
+        text = log.read_text()
+        assert f"Temporal dev server at 127.0.0.1:{port}" in text
+        assert f"web UI: http://127.0.0.1:{ui}" in text
+        socket.create_connection(("127.0.0.1", port), timeout=2).close()
+        dev.send_signal(signal.SIGTERM)
+        assert dev.wait(30) == 0
+        with pytest.raises(OSError):  # its server went with it
+            socket.create_connection(("127.0.0.1", port), timeout=2).close()
+    finally:
+        if dev.poll() is None:
+            dev.kill()
+            dev.wait(10)

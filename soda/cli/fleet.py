@@ -7,8 +7,8 @@ one of these runs: without the `fleet` extra, each says how to install it.
 
 from __future__ import annotations
 
-import asyncio
 import json
+import signal
 from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import Annotated, Any, TypeVar
@@ -36,25 +36,19 @@ AsJson = Annotated[bool, typer.Option("--json", help=JSON_HELP)]
 DEFAULT_ADDRESS = "127.0.0.1:7233"
 
 
-def _with_client(address: str, namespace: str, call: Callable[[Any], Awaitable[T]]) -> T:
-    """Connect and run `call(client)`; Temporal's own errors become one line."""
-    from soda.errors import InputError, TransientError
+def _with_client(address: str, namespace: str, ask: Callable[[Any], Awaitable[T]]) -> T:
+    """`ask(client)` against the server (soda.fleet.client.call), or one line
+    saying how to install the fleet extra."""
+    from soda.errors import InputError
 
     try:
-        from soda.fleet.client import connect
+        from soda.fleet.client import call
     except ImportError as exc:
         raise InputError(
             f"soda fleet needs the fleet extra ({exc.name} is missing):"
             " pip install 'soda-daemon[fleet]'"
         ) from exc
-
-    async def go() -> T:
-        return await call(await connect(address, namespace))
-
-    try:
-        return asyncio.run(go())
-    except RuntimeError as exc:  # the SDK's RPC errors
-        raise TransientError(f"Temporal at {address}: {exc}") from exc
+    return call(address, namespace, ask)
 
 
 def _print(data: Any, as_json: bool, lines: Callable[[], list[str]]) -> None:
@@ -83,10 +77,16 @@ def dev(
     """
     from soda.fleet import devserver
 
+    def stop_soon(signum: int, frame: object) -> None:
+        raise KeyboardInterrupt
+
+    signal.signal(signal.SIGTERM, stop_soon)  # the server goes with us, whatever stops us
     server = devserver.start(port, db, ui_port)
-    out.print(f"Temporal dev server at {server.address} (pid {server.process.pid})", markup=False)
-    out.print(f"web UI: {server.ui_url}", markup=False)
     try:
+        out.print(
+            f"Temporal dev server at {server.address} (pid {server.process.pid})", markup=False
+        )
+        out.print(f"web UI: {server.ui_url}", markup=False)
         server.process.wait()
     except KeyboardInterrupt:
         pass

@@ -8,17 +8,35 @@ the `human_input` contract (as the inbox checks a file) before it is sent.
 
 from __future__ import annotations
 
-from dataclasses import asdict
-from typing import Any
+import asyncio
+from collections.abc import Awaitable, Callable
+from typing import Any, TypeVar
 
 from temporalio.client import Client, WorkflowExecutionStatus, WorkflowHandle
 from temporalio.common import WorkflowIDConflictPolicy, WorkflowIDReusePolicy
-from temporalio.exceptions import WorkflowAlreadyStartedError
+from temporalio.exceptions import TemporalError, WorkflowAlreadyStartedError
 from temporalio.service import RPCError
 
 from soda.contracts import HumanInput, validate
 from soda.errors import InputError, TransientError, Violation
 from soda.fleet.state import SHARED_QUEUE, WORKFLOW_TYPE, RunSettings, RunState, run_id
+
+T = TypeVar("T")
+
+
+def call(address: str, namespace: str, ask: Callable[[Client], Awaitable[T]]) -> T:
+    """Connect and run `ask(client)` to its end; what Temporal says is wrong
+    becomes one line (a SodaError), never a traceback."""
+
+    async def go() -> T:
+        return await ask(await connect(address, namespace))
+
+    try:
+        return asyncio.run(go())
+    except RPCError as exc:
+        raise TransientError(f"Temporal at {address}: {exc.message}") from exc
+    except TemporalError as exc:
+        raise TransientError(f"Temporal at {address}: {exc}") from exc
 
 
 async def connect(address: str, namespace: str = "default") -> Client:
@@ -91,7 +109,11 @@ async def send(client: Client, run: str, fields: dict[str, Any]) -> HumanInput:
     handle: WorkflowHandle[Any, Any] = client.get_workflow_handle(run)
     await describe(client, run)  # a run that does not exist is named, not signalled
     document = item.model_dump(mode="json", exclude_none=True)
-    await handle.signal("human", args=[item.kind, document])
+    try:
+        await handle.signal("human", args=[item.kind, document])
+    except RPCError as exc:
+        state = (await describe(client, run))["status"]["status"]
+        raise InputError(f"fleet run {run} has ended ({state}): {exc.message}") from exc
     return item
 
 
@@ -99,7 +121,3 @@ def _ended(status: WorkflowExecutionStatus, memo_status: Any) -> str:
     if status == WorkflowExecutionStatus.COMPLETED:
         return str(memo_status or "completed")
     return status.name.lower()
-
-
-def settings_dict(settings: RunSettings) -> dict[str, Any]:
-    return asdict(settings)
