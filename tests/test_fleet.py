@@ -389,3 +389,23 @@ def test_fleet_dev_prints_where_it_serves_and_stops_its_server(tmp_path: Path) -
         if dev.poll() is None:
             dev.kill()
             dev.wait(10)
+
+
+def test_a_paused_run_holds_no_worker_and_goes_on_when_resumed(
+    server: Server, workers: list[WorkerProcess], tmp_path: Path
+) -> None:
+    url = remote_project(tmp_path, "paused", latency=0.2)
+    run = submit(server, url)
+    phases = {"sense", "orient", "decide", "act"}
+
+    def phase() -> str | None:
+        seen = describe(server.address, run)["status"].get("phase")
+        return seen if seen in phases else None
+
+    wait_for(phase, 30, "iteration 1's phase in its heartbeat")  # no worker asked
+    assert fleet(server, "pause", run).exit_code == 0
+    paused = wait_status(server.address, run, {"paused"}, RUN_SECONDS)
+    assert [h["number"] for h in paused["history"]] == [1]
+    assert paused["status"]["worker"] is None and paused["status"]["phase"] is None
+    assert fleet(server, "resume", run).exit_code == 0
+    assert_done_once(server, run, url)

@@ -78,7 +78,7 @@ class WorkerActivities:
         handle = self.client.get_workflow_handle(request.workflow_id)
         try:
             while not work.done():
-                activity.heartbeat(progress.phase)
+                activity.heartbeat(progress.now())
                 if progress.state_dir is not None:
                     await self._pass_on(handle, progress)
                 await asyncio.wait({work}, timeout=every)

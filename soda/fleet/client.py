@@ -12,7 +12,12 @@ import asyncio
 from collections.abc import Awaitable, Callable
 from typing import Any, TypeVar
 
-from temporalio.client import Client, WorkflowExecutionStatus, WorkflowHandle
+from temporalio.client import (
+    Client,
+    WorkflowExecutionDescription,
+    WorkflowExecutionStatus,
+    WorkflowHandle,
+)
 from temporalio.common import WorkflowIDConflictPolicy, WorkflowIDReusePolicy
 from temporalio.exceptions import TemporalError, WorkflowAlreadyStartedError
 from temporalio.service import RPCError
@@ -95,6 +100,7 @@ async def describe(client: Client, run: str) -> dict[str, Any]:
         raise InputError(f"no fleet run {run!r} (see `soda fleet list`)") from exc
     memo = await description.memo()
     status = dict(memo.get("status") or {"status": "starting"})
+    status["phase"] = await _phase(client, description)
     if description.status is not None and description.status != WorkflowExecutionStatus.RUNNING:
         status["status"] = _ended(description.status, status.get("status"))
     return {"run": run, "status": status, "history": list(memo.get("history") or [])}
@@ -115,6 +121,16 @@ async def send(client: Client, run: str, fields: dict[str, Any]) -> HumanInput:
         state = (await describe(client, run))["status"]["status"]
         raise InputError(f"fleet run {run} has ended ({state}): {exc.message}") from exc
     return item
+
+
+async def _phase(client: Client, description: WorkflowExecutionDescription) -> str | None:
+    """The running iteration's phase, from its last heartbeat (kept by the server)."""
+    for pending in description.raw_description.pending_activities:
+        if pending.activity_type.name != "iterate" or not pending.HasField("heartbeat_details"):
+            continue
+        details = await client.data_converter.decode(pending.heartbeat_details.payloads)
+        return str(details[0]) if details else None
+    return None
 
 
 def _ended(status: WorkflowExecutionStatus, memo_status: Any) -> str:

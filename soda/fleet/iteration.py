@@ -43,11 +43,25 @@ class Progress:
     """What the iteration's thread and the activity's heartbeat share."""
 
     phase: str = "preparing"
+    phase_of: Callable[[], str | None] | None = None
+    """Reads the iteration's phase from the worker's record, once it has one."""
     state_dir: Path | None = None
     """Set once the checkout is ready: inputs may be written to its inbox."""
     written: dict[int, Path] = field(default_factory=dict)
     """The person's inputs written to the inbox, by `seq`."""
     lock: threading.Lock = field(default_factory=threading.Lock)
+
+    def now(self) -> str:
+        """What the iteration is doing, for the heartbeat (which the server keeps:
+        `soda fleet status` reads it with no worker's help)."""
+        read = self.phase_of
+        try:
+            phase = read() if read is not None else None
+        except Exception:  # a read racing the iteration's own writes: say the last
+            phase = None
+        if phase:
+            self.phase = phase
+        return self.phase
 
     def deliver(self, seq: int, document: dict[str, object]) -> None:
         """Write one input to the inbox, once (provenance: `fleet`)."""
@@ -149,8 +163,10 @@ def _iterate(
         session.model.position = request.model_position
     session.iterations_in_run = request.number - 1
     session.max_iterations = request.settings.max_iterations
-    progress.phase = "iterating"
+    number = request.number
+    progress.phase_of = lambda: (history.iteration(session.db, number) or {}).get("phase")
     result = run_iteration(session, say)
+    progress.phase_of = None
     if result.ending is not Ending.CONTINUE:
         session.finish_run(result.ending.run_status, result.reason)
     progress.phase = "pushing"
