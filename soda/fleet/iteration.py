@@ -16,6 +16,7 @@ from typing import Protocol, runtime_checkable
 
 from soda.contracts import HumanInput
 from soda.contracts.outcomes import RunStatus, TaskStatus
+from soda.errors import StructuralError
 from soda.fleet import checkout
 from soda.fleet.state import PROVENANCE, IterationReport, IterationRequest, IterationSummary
 from soda.human.parse import document
@@ -137,10 +138,13 @@ def run_one(
     config, fresh = checkout.prepare(home, request.settings, request.fresh)
     if fresh:
         held.close()
-        checkout.rebuild(config, request.history, request.learnings)
         sha = checkout.landed(config, request.number)
-        if sha is not None:  # it landed, then its worker was lost before it said so
-            return _landed(worker, request, sha)
+        report = _landed(worker, request, sha) if sha is not None else None
+        # A merge that landed before its worker could say so counts as done here too.
+        done = [*request.history, report.summary] if report else request.history
+        checkout.rebuild(config, done, request.learnings)
+        if report is not None:
+            return report
     progress.state_dir = config.state_dir
     for item in request.pending:
         progress.deliver(item.seq, item.document)
@@ -157,6 +161,11 @@ def run_one(
 def _iterate(
     session: Session, worker: str, request: IterationRequest, progress: Progress, say: Printer
 ) -> IterationReport:
+    if session.next_iteration_number() != request.number:  # fail closed: never two records
+        raise StructuralError(
+            f"the worker's record is at iteration {session.next_iteration_number()},"
+            f" the run at {request.number}"
+        )
     if session.run_ended:
         session.start_run()
     if request.model_position is not None and isinstance(session.model, Positioned):
