@@ -274,7 +274,7 @@ def test_the_runs_survive_a_restart_of_the_server(
 def test_a_merge_that_never_reached_the_remote_is_made_again_once(
     server: Server, workers: list[WorkerProcess], tmp_path: Path
 ) -> None:
-    url = remote_project(tmp_path, "unpushed", TWO_TASKS, latency=0.2)
+    url = remote_project(tmp_path, "unpushed", TWO_TASKS, latency=0.1)
     run = submit(server, url)
     first = holder(server, run, workers)
     clone = run_home(first.cache, run).root
@@ -394,7 +394,7 @@ def test_fleet_dev_prints_where_it_serves_and_stops_its_server(tmp_path: Path) -
 def test_a_paused_run_holds_no_worker_and_goes_on_when_resumed(
     server: Server, workers: list[WorkerProcess], tmp_path: Path
 ) -> None:
-    url = remote_project(tmp_path, "paused", latency=0.2)
+    url = remote_project(tmp_path, "paused", latency=0.15)
     run = submit(server, url)
     phases = {"sense", "orient", "decide", "act"}
 

@@ -8,6 +8,7 @@ from __future__ import annotations
 import json
 import os
 import threading
+import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
@@ -29,6 +30,8 @@ from soda.store import history, learnings, tasks
 from soda.system.lock import release_lock
 
 Printer = Callable[[str], None]
+SETTLED_AGO = 5.0
+"""Seconds an inbox file from the fleet is dated back (see write_fleet_input)."""
 
 
 @runtime_checkable
@@ -98,6 +101,11 @@ def write_fleet_input(state_dir: Path, seq: int, item: HumanInput) -> Path:
         fh.write(json.dumps(document(item), indent=2) + "\n")
         fh.flush()
         os.fsync(fh.fileno())
+    # Whole from the moment it appears (renamed in): dated back past the settle
+    # time the inbox gives a file a person may still be writing, so the SENSE
+    # that follows at once takes it in.
+    settled = time.time() - SETTLED_AGO
+    os.utime(temp, (settled, settled))
     os.replace(temp, inbox / name)
     return inbox / name
 
