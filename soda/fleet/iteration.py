@@ -182,7 +182,9 @@ def _iterate(
     session.max_iterations = request.settings.max_iterations
     number = request.number
     progress.phase_of = lambda: (history.iteration(session.db, number) or {}).get("phase")
+    started = time.monotonic()
     result = run_iteration(session, say)
+    seconds = time.monotonic() - started
     progress.phase_of = None
     if result.ending is not Ending.CONTINUE:
         session.finish_run(result.ending.run_status, result.reason)
@@ -199,6 +201,7 @@ def _iterate(
         int(row.get("tokens_in") or 0) + int(row.get("tokens_out") or 0),
         float(row.get("cost_usd") or 0.0),
         worker,
+        round(seconds, 4),
     )
     position = session.model.position if isinstance(session.model, Positioned) else None
     return IterationReport(

@@ -69,6 +69,8 @@ class IterationSummary:
     tokens: int = 0
     cost_usd: float = 0.0
     worker: str = ""
+    seconds: float = 0.0
+    """How long `run_iteration` took on the worker (what the fleet adds is the rest)."""
 
 
 @dataclass

@@ -39,9 +39,10 @@ CONTROL_KINDS = frozenset({"pause", "resume", "stop"})
 PLACE_RETRY = RetryPolicy(
     initial_interval=timedelta(milliseconds=200),
     backoff_coefficient=1.5,
-    maximum_interval=timedelta(seconds=2),
+    maximum_interval=timedelta(seconds=0.5),
 )
-"""A worker with no free slot refuses a placement; another (or a later) one takes it."""
+"""A worker with no free slot refuses a placement; another (or a later) one takes
+it, within half a second of a slot coming free."""
 TRANSIENT_WAIT = timedelta(seconds=30)
 
 
