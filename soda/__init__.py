@@ -48,5 +48,6 @@ LAYERS["cli"] = frozenset(LAYERS) - {"cli"}
 ALLOWED_CIRCLES: frozenset[tuple[str, str]] = frozenset(
     {("soda.contracts.claims", "soda.contracts.claims_text")}
 )
-"""Module edges a circle may use: `Claims.prompt_text` imports its renderer inside
-the method (the renderer needs the model's types; the model offers the text)."""
+"""Module edges a circle may use: `Claims.prompt_text` and `prompt_parts` import
+their renderer inside the method (the renderer needs the model's types; the model
+offers the text)."""

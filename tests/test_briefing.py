@@ -142,7 +142,7 @@ def test_the_executor_and_planner_are_told_the_test_command_hold_rules_and_thres
         assert 'risk_threshold = "medium"' in told and "medium or higher" in told
         assert "2 minutes (120 s)" in told
         # Stable (the cached prefix), before this iteration's claims or task.
-        assert told in text[: seen[agent].messages[0].stable_chars]
+        assert told in text[: seen[agent].messages[0].cache_breaks[0]]
     executor_tests = tool(seen["executor"], "run_tests")
     assert command in executor_tests.description
     assert executor_tests.input_schema["properties"]["selector"]["type"] == "string"

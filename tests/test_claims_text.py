@@ -91,3 +91,25 @@ def test_volatile_values_come_last(repo: Path, tmp_path: Path) -> None:
     assert text.index("### learnings") < text.index("### tasks") < text.index("### code (git)")
     assert text.rindex("head: ") > text.index("### code (git)")
     assert text.index("### this iteration") > text.index("head: ")
+
+
+def test_the_parts_go_from_what_lasts_to_what_changes_every_iteration(
+    repo: Path, tmp_path: Path
+) -> None:
+    claims = claims_of(repo, tmp_path)
+    learned, standing, changing = claims.prompt_parts()
+    assert claims.prompt_text() == "\n\n".join((learned, standing, changing))
+    assert learned == "### learnings (newest first)\n- L1: tests run with pytest -q"
+    # The standing work: the root and the unfinished tasks, and the tests that
+    # fail on the tip (they stand until fixed; the run's commit and counts do not).
+    assert standing.startswith("### tasks (Trace)\nroot (the spec): #1 Spec [open]\nopen:\n")
+    assert "blocked:\n- #3 Publish (parent #1) - needs a token" in standing
+    assert "### tests failing on the milestone tip" in standing
+    assert "- tests/test_calc.py::test_div: AssertionError\n  1 != 2\n- ... 3 more" in standing
+    assert claims.code.head[:10] not in standing and "3 passed" not in standing
+    # Everything that moves with an iteration comes after: the comments, the
+    # history, the code with its head, and last the iteration's number and budget.
+    assert changing.startswith("### tasks (Trace), lately\ncomments (newest first):\n- #2")
+    assert f"tests at {claims.code.head[:10]}: 3 passed, 1 failed (the failing ones" in changing
+    assert changing.index("### last attempt") < changing.index("### code (git)")
+    assert changing.rindex("### this iteration") > changing.index("head: ")

@@ -101,8 +101,17 @@ def test_full_demo_through_the_real_client(root: Path, fake_api: FakeAPI) -> Non
     iteration = next(iter(session.db["iterations"].rows))
     assert iteration["cost_usd"] == pytest.approx(0.01875 * 10)
     request = fake_api.requests[0].body
+    # Four cache markers, the API's limit: the first message's parts (the spec, the
+    # standing work, then the rolling one on its end), and the system prompt.
+    parts = request["messages"][0]["content"]
+    assert [block["text"].split("\n")[0] for block in parts] == [
+        "## Spec",
+        "## Claims",
+        "## Claims (continued)",
+    ]
+    assert all(block["cache_control"] == {"type": "ephemeral"} for block in parts)
     assert request["system"][-1]["cache_control"] == {"type": "ephemeral"}
-    assert request["tools"][-1]["cache_control"] == {"type": "ephemeral"}
+    assert "cache_control" not in request["tools"][-1]
     assert request["tool_choice"] == {"type": "auto"}  # the demo's prose before its calls
     show = subprocess.run(
         [sys.executable, "-m", "soda", "show", "1"], cwd=root, capture_output=True, text=True

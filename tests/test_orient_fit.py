@@ -106,9 +106,14 @@ def test_the_repository_map_goes_first(db: Database, claims: Claims, tools: Tool
     assert small.overflow(verifier, fitted, tools) <= 0
     assert fitted["repo_map"] == half  # halved once: enough
     assert fitted["claims"].claims.project.learnings == claims.project.learnings
-    text = first_message(verifier, fitted).text
-    assert "(Left out to fit the model's context window: the repository map (in part)." in text
+    message = first_message(verifier, fitted)
+    changing = message.text[message.cache_breaks[-1] :]  # the note goes with what changes
+    assert "(Left out to fit the model's context window: the repository map (in part)." in changing
     assert list(fitted) == list(inputs)  # names and order as they were
+    # What lasts of the claims is as it would be without the note (still cached).
+    whole = first_message(verifier, {**inputs, "repo_map": half})
+    assert whole.cache_breaks == message.cache_breaks and len(message.cache_breaks) == 3
+    assert whole.text[: whole.cache_breaks[-1]] == message.text[: message.cache_breaks[-1]]
     assert shrunk_events(db) == [
         {
             "agent": "verifier",

@@ -111,3 +111,24 @@ def test_installed_wheel_runs_from_an_unrelated_directory(wheel: Path, tmp_path:
     assert {"soda.toml", "specs", "state"} <= {p.name for p in project.iterdir()}
     second = soda("init", cwd=project)
     assert "nothing to do" in second.stdout
+
+
+def test_wheel_carries_the_dashboards_templates_and_assets_and_its_extra(wheel: Path) -> None:
+    """`soda web` works from an installed wheel: its templates and static files
+    ship inside the package, and its libraries are the `[web]` extra only."""
+    archive = zipfile.ZipFile(wheel)
+    names = archive.namelist()
+    web = ROOT / "soda" / "web"
+    for kind in ("templates", "static"):
+        for path in (web / kind).iterdir():
+            assert f"soda/web/{kind}/{path.name}" in names
+    (metadata,) = [n for n in names if n.endswith(".dist-info/METADATA")]
+    requires = [
+        line.removeprefix("Requires-Dist: ")
+        for line in archive.read(metadata).decode().split("\n\n", 1)[0].splitlines()
+        if line.startswith("Requires-Dist:")
+    ]
+    for library in ("starlette", "jinja2", "uvicorn"):
+        found = [r for r in requires if r.startswith(library)]
+        assert found and all("extra ==" in r for r in found), requires
+        assert any(r.replace('"', "'").endswith("extra == 'web'") for r in found), requires

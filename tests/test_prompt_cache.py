@@ -1,11 +1,14 @@
 """The prompt order and cache markers, as the local Messages-API server receives
-them: stable first (tools, system, the spec), this iteration's claims last; a
-marker at the end of the stable part and a rolling one on the latest turn, never
-more than four; and with the server's simulated cache, a second iteration reads
-the stable part back."""
+them: stable first (tools, system, the spec), then what lasts of the claims (the
+learnings, the standing tasks), this iteration's claims last; a marker at the end
+of each of those parts and a rolling one on the latest turn, then the system
+prompt and the tools while there are markers left, never more than four; and with
+the server's simulated cache, the next iteration reads back every part that did
+not change, on a history at its caps as on a young one."""
 
 from __future__ import annotations
 
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -14,9 +17,21 @@ import pytest
 from soda.agent.definition import first_message, load_agent, terminal_tools
 from soda.config import ModelConfig
 from soda.llm.anthropic import AnthropicModel
-from soda.llm.base import Message, ModelRequest, ToolCall, ToolResult, ToolSpec, ignore_event
-from soda.loop.sense import sense
+from soda.llm.base import (
+    Message,
+    ModelRequest,
+    ToolCall,
+    ToolResult,
+    ToolSpec,
+    Usage,
+    ignore_event,
+)
+from soda.loop.sense import MAX_COMMITS, MAX_TASKS_PER_GROUP, SenseInput, sense
+from soda.store import learnings, runs
+from soda.trace import SqliteTracker
+from tests.conftest import git
 from tests.fakeapi import FakeAPI, tool_use_response
+from tests.fakecache import CHARS_PER_TOKEN, prompt_blocks
 from tests.test_sense import setup
 
 pytest_plugins = ("tests.fakeapi",)
@@ -45,9 +60,15 @@ def markers(body: dict[str, Any]) -> list[str]:
 
 
 def verifier_request(inputs: dict[str, Any], messages: list[Message] | None = None) -> ModelRequest:
-    agent = load_agent("verifier")
+    return agent_request("verifier", inputs, messages)
+
+
+def agent_request(
+    name: str, inputs: dict[str, Any], messages: list[Message] | None = None
+) -> ModelRequest:
+    agent = load_agent(name)
     return ModelRequest(
-        agent="verifier",
+        agent=name,
         model="claude-sonnet-4-6",
         system=agent.system,
         messages=messages or [first_message(agent, inputs)],
@@ -93,6 +114,35 @@ def test_a_tool_loop_moves_the_rolling_marker_and_stays_within_four(fake_api: Fa
     assert markers(body) == ["tools", "system", "message 0 block 0", "message 6 block 0"]
 
 
+def test_with_three_lasting_parts_the_system_and_tools_give_up_their_markers(
+    fake_api: FakeAPI,
+) -> None:
+    first = Message("user", "## Spec\n\nS\n\nL\n\nT\n\nC", cache_breaks=(12, 15, 18))
+    call = ToolCall("toolu_0", "read_file", {})
+    conversation = [
+        first,
+        Message("assistant", tool_calls=[call]),
+        Message("user", tool_results=[ToolResult(call.id, "text")]),
+    ]
+    model = AnthropicModel(ModelConfig(base_url=fake_api.url), ignore_event)
+    fake_api.enqueue(tool_use_response("submit", {"x": 1}))
+    model.complete(verifier_request({}, conversation))
+    body = fake_api.requests[0].body
+    assert [b["text"] for b in body["messages"][0]["content"]] == [
+        "## Spec\n\nS\n\n",
+        "L\n\n",
+        "T\n\n",
+        "C",
+    ]
+    # The most stable parts and the rolling marker: four, the API's limit.
+    assert markers(body) == [
+        "message 0 block 0",
+        "message 0 block 1",
+        "message 0 block 2",
+        "message 2 block 0",
+    ]
+
+
 def test_the_next_iteration_reads_the_stable_part_from_the_cache(
     repo: Path, tmp_path: Path, fake_api: FakeAPI
 ) -> None:
@@ -111,3 +161,130 @@ def test_the_next_iteration_reads_the_stable_part_from_the_cache(
         second.input_tokens + second.cache_creation_tokens + second.cache_read_tokens
     )
     assert second.cache_creation_tokens > 0  # its claims were written after the spec
+
+
+# --- a mature history ------------------------------------------------------------
+
+ORIENT = ("verifier", "assessor", "planner")
+FINDINGS = {
+    "tests_and_merges": "Test command: `python -m pytest -q`.",
+    "verification": {"checks": [], "task_updates": [], "summary": "claims hold"},
+    "assessment": {"spec_satisfied": False, "confidence": "medium", "summary": "divide missing"},
+}
+EVERY_ITERATION = ("recently closed", "comments (newest first)", "### code", "budget: $")
+"""Claims that change every iteration: never before the last lasting marker."""
+
+
+def mature(repo: Path, tmp_path: Path) -> tuple[SenseInput, SqliteTracker]:
+    """SENSE's input on a history at its caps: more open tasks than are shown,
+    blocked ones, the learnings at [context] max_learnings (older ones retired),
+    past iterations that each closed a task with a comment and made a commit."""
+    inp, db = setup(repo, tmp_path, commits=MAX_COMMITS + 2)
+    tracker = SqliteTracker(db, "spec")
+    root = tracker.create("Calculator")
+    for n in range(MAX_TASKS_PER_GROUP + 3):
+        tracker.create(f"Handle edge case {n}", parent_id=root.id)
+    for n in range(3):
+        task = tracker.create(f"Ask about rounding mode {n}", parent_id=root.id)
+        tracker.block(task.id, "the spec leaves the rounding mode open")
+    for n in range(inp.config.context.max_learnings + 3):
+        learn(inp, n)
+    for number in range(1, 8):
+        past_iteration(inp, tracker, number)
+    return replace(inp, iteration=8), tracker
+
+
+def learn(inp: SenseInput, n: int) -> None:
+    cap = inp.config.context.max_learnings
+    learnings.add(inp.db, [f"fact {n}: calc.py lists its operations in OPS"], "verifier", None, cap)
+
+
+def past_iteration(inp: SenseInput, tracker: SqliteTracker, number: int) -> None:
+    """What an iteration leaves behind: a task of its own done and closed with a
+    comment, a commit on the milestone branch, its record."""
+    root = tracker.root()
+    assert root is not None
+    task = tracker.create(f"Step {number}", parent_id=root.id)
+    tracker.comment(task.id, "executor", f"step {number} done; the suite passes")
+    tracker.close(task.id, f"merged in iteration {number}")
+    git(inp.repo_path, "checkout", "-q", "soda/spec")
+    (inp.repo_path / f"step_{number}.py").write_text(f"STEP = {number}\n")
+    git(inp.repo_path, "add", "-A")
+    git(inp.repo_path, "commit", "-q", "-m", f"Step {number}")
+    git(inp.repo_path, "checkout", "-q", "main")
+    iteration_id = runs.start_iteration(inp.db, inp.run_id, number)
+    record = {"intent": f"step {number}", "decision": "continue", "outcome": "merged"}
+    runs.save_iteration(inp.db, iteration_id, {**record, "act_json": {"outcome": "merged"}})
+
+
+def orient_requests(fake_api: FakeAPI, inp: SenseInput) -> dict[str, tuple[dict[str, Any], Usage]]:
+    """Each ORIENT agent's first request on this iteration's claims, and its usage."""
+    claims = sense(inp)
+    model = AnthropicModel(ModelConfig(base_url=fake_api.url), ignore_event)
+    sent = {}
+    for name in ORIENT:
+        given = {"spec": SPEC, "claims": claims, **FINDINGS}
+        inputs = {key: given[key] for key in load_agent(name).inputs}
+        fake_api.enqueue(tool_use_response("submit", {"x": 1}))
+        usage = model.complete(agent_request(name, inputs)).usage
+        sent[name] = (fake_api.requests[-1].body, usage)
+    return sent
+
+
+def prefix_tokens(body: dict[str, Any], block: int) -> int:
+    """Tokens of the request through the first message's block `block`, as the
+    simulated cache counts them."""
+    blocks = prompt_blocks(body)
+    first = len(blocks) - len(body["messages"][0]["content"])
+    return sum(len(text) for text, _ in blocks[: first + block + 1]) // CHARS_PER_TOKEN
+
+
+def test_a_mature_history_reads_what_lasts_from_the_cache_in_the_next_iteration(
+    repo: Path, tmp_path: Path, fake_api: FakeAPI
+) -> None:
+    fake_api.simulate_cache = True
+    inp, tracker = mature(repo, tmp_path)
+    before = orient_requests(fake_api, inp)
+    past_iteration(inp, tracker, inp.iteration)  # a task closed, a comment, a commit
+    inp = replace(inp, iteration=inp.iteration + 1)
+    after = orient_requests(fake_api, inp)
+    head = sense(inp).code.head[:10]
+    for name in ORIENT:
+        body, usage = after[name]
+        blocks = body["messages"][0]["content"]
+        # The spec, the learnings, the standing tasks, then what changes: four
+        # markers, the last the rolling one (on the first turn, the message's end).
+        assert markers(body) == [f"message 0 block {n}" for n in range(4)], name
+        spec, learned, standing, changing = (block["text"] for block in blocks)
+        assert spec.startswith("## Spec") and learned.startswith("## Claims\n\n### learnings")
+        assert standing.startswith("### tasks (Trace)\nroot (the spec): #1 Calculator")
+        assert "open:\n- #2 Handle edge case 0" in standing and "blocked:" in standing
+        assert changing.startswith("## Claims (continued)\n\n### tasks (Trace), lately\n")
+        # The boundary: nothing that changes every iteration before the last
+        # lasting marker, neither this iteration's number nor the head.
+        lasting = spec + learned + standing
+        for volatile in (*EVERY_ITERATION, f"iteration {inp.iteration}", head, "Step 8"):
+            assert volatile not in lasting and volatile in changing, (name, volatile)
+        # What lasts is what the iteration before sent, so the cache serves it.
+        assert before[name][0]["messages"][0]["content"][:3] == blocks[:3], name
+        assert usage.cache_read_tokens == prefix_tokens(body, 2), name
+
+
+def test_a_change_to_what_lasts_costs_only_the_parts_from_it_on(
+    repo: Path, tmp_path: Path, fake_api: FakeAPI
+) -> None:
+    fake_api.simulate_cache = True
+    inp, tracker = mature(repo, tmp_path)
+    orient_requests(fake_api, inp)
+    # A standing task worked and closed: the learnings are still read.
+    tracker.close(2, "merged in iteration 8")
+    past_iteration(inp, tracker, inp.iteration)
+    inp = replace(inp, iteration=inp.iteration + 1)
+    for name, (body, usage) in orient_requests(fake_api, inp).items():
+        assert usage.cache_read_tokens == prefix_tokens(body, 1), name
+    # A new learning (the oldest retired at the cap): the spec is still read.
+    learn(inp, 100)
+    past_iteration(inp, tracker, inp.iteration)
+    inp = replace(inp, iteration=inp.iteration + 1)
+    for name, (body, usage) in orient_requests(fake_api, inp).items():
+        assert usage.cache_read_tokens == prefix_tokens(body, 0), name

@@ -13,9 +13,14 @@ from pathlib import Path
 from typing import Any
 
 from soda.config import load
-from soda.llm.base import ModelRequest
+from soda.llm.base import Message, ModelRequest, ToolCall
 from soda.llm.function import FunctionModel, Reply, call, first_turn, submit
-from soda.loop.asking import RESUME_REF, open_questions
+from soda.loop.asking import (
+    RESUME_REF,
+    conversation_json,
+    open_questions,
+    resumed_conversation,
+)
 from soda.loop.run import Ending, run_loop
 from soda.loop.session import Session
 from soda.repo.milestone import milestone_branch
@@ -236,3 +241,36 @@ def test_an_orient_agent_asks_the_iteration_is_stuck_and_the_answer_reaches_orie
     assert "Q1: Is rounding part of the spec?\n  A: no, truncate" in seen[-1]
     assert questions.get(session.db, asked.id).status == "resumed"
     assert on_milestone(root, "notes/a.txt") == "Task a"
+
+
+def test_a_kept_conversation_keeps_its_cache_breaks_and_reads_an_older_one() -> None:
+    text = "## Spec\n\nS\n\n## Claims\n\nL\n\n## Claims (continued)\n\nC"
+    first = Message("user", text, cache_breaks=(11, 25))
+    asked = Message("assistant", tool_calls=[ToolCall("toolu_1", "ask_human", {"question": "?"})])
+    kept = conversation_json([first, asked], [], "toolu_1")
+
+    def resumed(stored: dict[str, Any]) -> list[Message]:
+        question = questions.Question(
+            1,
+            1,
+            "a",
+            None,
+            "executor",
+            "?",
+            "answered",
+            "yes",
+            "toolu_1",
+            json.dumps(stored),
+            "now",
+            "now",
+        )
+        found = resumed_conversation(question)
+        assert found is not None
+        return found
+
+    assert resumed(kept)[0] == first
+    # A conversation an older soda kept: one break, named stable_chars.
+    older = {**kept, "messages": [dict(m) for m in kept["messages"]]}
+    del older["messages"][0]["cache_breaks"]
+    older["messages"][0]["stable_chars"] = 11
+    assert resumed(older)[0].cache_breaks == (11,)

@@ -3,15 +3,18 @@ tier, inputs) and a prompt. Loading one, the terminal tools every agent gets
 (`submit` with its contract as input schema, and `cannot_complete` for those
 that may give up), and how its inputs are rendered into the first message.
 
-The first message is ordered for the prompt cache: the stable inputs (the
-header's `stable` list, by default the spec) first, then the rest in declared
-order, then anything situational; the message says where the stable part ends
-(`Message.stable_chars`) so a provider can cache it apart from this iteration's
-claims. Values render compactly: an object with `prompt_text()` (the claims) as
-that text, other structures as one-line JSON. The message ends with what the
-agent is to do next, in terms of what it has (`closing_line`): a tool-less
-agent (answered in JSON mode) is told to answer with the JSON object, not to
-use tools or call `submit`.
+The first message is ordered for the prompt cache, most stable first: the
+stable inputs (the header's `stable` list, by default the spec); then what lasts
+of the other inputs (an input with `prompt_parts()`: the claims' learnings, then
+their standing work), under the input's heading; then the rest in declared order
+(the claims' part that changes every iteration as "## Claims (continued)"),
+situational inputs last. The message says where the stable inputs and each
+lasting part end (`Message.cache_breaks`), so a provider can cache each apart
+from what changes after it. Values render compactly: an object with
+`prompt_text()` as that text, other structures as one-line JSON. The message
+ends with what the agent is to do next, in terms of what it has
+(`closing_line`): a tool-less agent (answered in JSON mode) is told to answer
+with the JSON object, not to use tools or call `submit`.
 
 An agent knows its output type, in the spirit of pydantic-ai's `Agent[Deps,
 Output]`: `load_agent("verifier", Verification)` is an `Agent[Verification]`,
@@ -149,18 +152,36 @@ def render_inputs(agent: Agent[Contract], inputs: dict[str, Any]) -> str:
 
 
 def first_message(agent: Agent[Contract], inputs: dict[str, Any]) -> Message:
-    """The first user message: each input under its own heading, the stable ones
-    first; `stable_chars` marks where they end."""
+    """The first user message: each input under its own heading, most stable
+    first (see the module's docstring), `cache_breaks` at the end of the stable
+    inputs and of each lasting part."""
     missing = [name for name in agent.inputs if name not in inputs]
     if missing:
         raise StructuralError(f"agent {agent.name} needs inputs {missing} that were not given")
     stable = [name for name in agent.stable if name in inputs]
     declared = [name for name in agent.inputs if name not in stable]
     # Then anything situational, such as feedback on a rejected plan.
-    extras = [name for name in inputs if name not in agent.inputs]
-    head = "".join(_section(name, inputs[name]) for name in stable)
-    tail = "".join(_section(name, inputs[name]) for name in (*declared, *extras))
-    return Message(role="user", text=head + tail + closing_line(agent), stable_chars=len(head))
+    others = [*declared, *(name for name in inputs if name not in agent.inputs)]
+    text = "".join(_section(name, inputs[name]) for name in stable)
+    breaks = [len(text)]
+    tail = ""
+    for name in others:
+        *lasting, changing = _parts(inputs[name])
+        kept = [part.strip() for part in lasting if part.strip()]
+        if not kept:
+            tail += _section(name, changing)
+            continue
+        text += f"## {_title(name)}\n\n"
+        for part in kept:
+            text += f"{part}\n\n"
+            breaks.append(len(text))
+        if changing.strip():
+            tail += f"## {_title(name)} (continued)\n\n{changing.strip()}\n\n"
+    return Message(
+        role="user",
+        text=text + tail + closing_line(agent),
+        cache_breaks=tuple(sorted({n for n in breaks if n > 0})),
+    )
 
 
 def closing_line(agent: Agent[Contract]) -> str:
@@ -182,10 +203,25 @@ def closing_line(agent: Agent[Contract]) -> str:
 
 
 def _section(name: str, value: Any) -> str:
+    return f"## {_title(name)}\n\n{_text(value).strip()}\n\n"
+
+
+def _title(name: str) -> str:
+    return name.replace("_", " ").title()
+
+
+def _parts(value: Any) -> tuple[str, ...]:
+    """An input in parts, most lasting first, the last one what changes every
+    iteration: an object with `prompt_parts()` (the claims) in its own, any
+    other value whole, as one part that changes."""
+    if hasattr(value, "prompt_parts"):
+        return tuple(str(part) for part in value.prompt_parts())
+    return (_text(value),)
+
+
+def _text(value: Any) -> str:
     if hasattr(value, "prompt_text"):
         value = value.prompt_text()
     elif isinstance(value, BaseModel):
         value = value.model_dump(mode="json", exclude_none=True)
-    if not isinstance(value, str):
-        value = json.dumps(value, ensure_ascii=False)
-    return f"## {name.replace('_', ' ').title()}\n\n{value.strip()}\n\n"
+    return value if isinstance(value, str) else json.dumps(value, ensure_ascii=False)

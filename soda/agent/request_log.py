@@ -69,7 +69,7 @@ def entry(agent: str, turn: int, request: ModelRequest, response: ModelResponse)
 
 def _message(message: Any) -> dict[str, Any]:
     data = asdict(message)
-    data.pop("stable_chars", None)
+    data.pop("cache_breaks", None)
     return {key: value for key, value in data.items() if value not in ("", [], None)}
 
 

@@ -115,14 +115,10 @@ def say_err(line: str) -> None:
 
 def queue_input(ctx: typer.Context, note: str | None = None, **fields: Any) -> None:
     """Write one human input (checked against its contract) to the inbox and say so."""
-    from soda.contracts import HumanInput, validate
-    from soda.errors import InputError, Violation
+    from soda.human.checks import checked_input
     from soda.human.write import describe, write_input
 
-    data = {k: v for k, v in fields.items() if v is not None}
-    item = validate("human_input", data, HumanInput)
-    if isinstance(item, Violation):
-        raise InputError(f"{item.path}: {item.message}")
+    item = checked_input(fields)
     path = write_input(project_of(ctx).config.state_dir, item)
     out.print(f"queued {describe(item)}  ({path.name})", markup=False)
     if note:

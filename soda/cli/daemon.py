@@ -14,7 +14,15 @@ from soda.cli.app import app, handled, out, project_of
 
 @app.command()
 @handled
-def start(ctx: typer.Context) -> None:
+def start(
+    ctx: typer.Context,
+    web: Annotated[
+        bool, typer.Option("--web", help="Serve the dashboard beside it (see soda web).")
+    ] = False,
+    web_port: Annotated[
+        int, typer.Option(help="The dashboard's port, with --web.", min=0, max=65535)
+    ] = 8765,
+) -> None:
     """Start soda in the background for this repository.
 
     Returns once the daemon holds the lock, has recovered from any crash and has
@@ -22,6 +30,9 @@ def start(ctx: typer.Context) -> None:
     with the daemon's reason. It works until DONE or STUCK, then idles until you
     write to it (soda tell, a file in state/inbox/, or a spec change). Log:
     state/logs/soda.log.
+
+    With --web, the dashboard (soda web) serves on 127.0.0.1 beside the daemon
+    and ends when it does.
 
     Example: soda start && soda status
     """
@@ -31,6 +42,11 @@ def start(ctx: typer.Context) -> None:
     config = project_of(ctx).config
     pid = daemon_control.start(config)
     out.print(f"soda started (pid {pid}); log: {config.state_dir / 'logs' / LOG_NAME}")
+    if web:
+        from soda.cli.web_beside import start_beside
+
+        project = project_of(ctx)
+        out.print(start_beside(config, project.directory, pid, web_port), markup=False)
 
 
 @app.command()

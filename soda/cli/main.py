@@ -2,7 +2,7 @@
 on `soda.cli.app.app`, in this order (it is the order of `soda --help`):
 core (init, schema, run, demo, doctor), daemon (start, stop, status, budget,
 daemon), plan (plan, answer), queue (tell, approve, reject, pause, resume,
-cancel), view (tasks, history, show, events, cost), fleet (worker, and
+cancel), view (tasks, history, show, events, cost), web, fleet (worker, and
 the `fleet` group).
 """
 
@@ -10,11 +10,11 @@ from __future__ import annotations
 
 import os
 
-from soda.cli import core, daemon, fleet, plan, queue, view
+from soda.cli import core, daemon, fleet, plan, queue, view, web
 from soda.cli.app import app
 
 __all__ = ["app", "main"]
-COMMAND_MODULES = (core, daemon, plan, queue, view, fleet)
+COMMAND_MODULES = (core, daemon, plan, queue, view, web, fleet)
 
 
 def main() -> None:

@@ -55,14 +55,9 @@ def answer(
 
     Example: soda answer 3 "use the decimal module, round half even"
     """
-    from soda.errors import InputError
-    from soda.store import questions
+    from soda.human.checks import open_question
 
-    asked = questions.get(project_of(ctx).db, question)
-    if asked is None:
-        raise InputError(f"no question {question} (see `soda status`)")
-    if asked.status != "open":
-        raise InputError(f"question {question} is {asked.status}, not open: nothing to answer")
+    asked = open_question(project_of(ctx).db, question)
     queue_input(
         ctx, f"question {question}: {asked.question}", kind="answer", target=question, text=text
     )

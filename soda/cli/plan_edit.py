@@ -4,7 +4,8 @@ JSON, read back and checked before it is queued.
 An edit is refused (InputError: one line, exit 2, nothing queued, the original
 plan still waiting) when it is not JSON, breaks the plan contract, or fails
 `soda.human.approval.edit_problems` (task keys, dependencies, cycles, Trace
-tasks, `[plan] max_tasks`). The daemon checks it again when it takes it.
+tasks, `[plan] max_tasks`; `soda.human.checks`, shared with the web dashboard).
+The daemon checks it again when it takes it.
 """
 
 from __future__ import annotations
@@ -19,23 +20,12 @@ from pathlib import Path
 from sqlite_utils import Database
 
 from soda.config import Config
-from soda.contracts import IterationPlan, validate
-from soda.errors import InputError, Violation
-from soda.human.approval import edit_problems
-from soda.store import history
+from soda.contracts import IterationPlan
+from soda.errors import InputError
+from soda.human.checks import KEEP, waiting_plan
+from soda.human.checks import checked_plan_edit as checked
 
-KEEP = "the original plan still waits"
-
-
-def waiting_plan(db: Database, number: int) -> IterationPlan:
-    """Iteration `number`'s plan as ORIENT left it (bound to Trace tasks)."""
-    row = history.iteration(db, number)
-    plan = (
-        json.loads(row["orient_json"]).get("iteration_plan") if row and row["orient_json"] else None
-    )
-    if plan is None:
-        raise InputError(f"iteration {number} has no plan to edit (yet); see `soda show {number}`")
-    return IterationPlan.model_validate(plan)
+__all__ = ["KEEP", "checked", "edit_plan", "waiting_plan"]
 
 
 def edit_plan(plan: IterationPlan, db: Database, config: Config) -> IterationPlan:
@@ -49,26 +39,6 @@ def edit_plan(plan: IterationPlan, db: Database, config: Config) -> IterationPla
         return checked(path.read_text(encoding="utf-8"), db, config)
     finally:
         path.unlink(missing_ok=True)
-
-
-def checked(text: str, db: Database, config: Config) -> IterationPlan:
-    """An edited plan's text as a valid plan, or an InputError saying why not."""
-    try:
-        data = json.loads(text)
-    except json.JSONDecodeError as exc:
-        raise InputError(
-            f"edited plan refused: invalid JSON at line {exc.lineno}, column {exc.colno}: "
-            f"{exc.msg}; {KEEP}"
-        ) from None
-    plan = validate("plan", data, IterationPlan)
-    if isinstance(plan, Violation):
-        raise InputError(
-            f"edited plan refused: plan contract violated at {plan.path}: {plan.message}; {KEEP}"
-        )
-    problems = edit_problems(plan, db, config)
-    if problems:
-        raise InputError(f"edited plan refused: {'; '.join(problems)}; {KEEP}")
-    return plan
 
 
 def _run_editor(path: Path) -> None:

@@ -20,31 +20,10 @@ from soda.cli.app import Project, app, handled, project_of, queue_input
 
 
 def _check_verdict_target(project: Project, number: int, verb: str) -> str | None:
-    """Raise InputError unless iteration `number` is waiting for a verdict, may
-    still ask for one, or is the next iteration; a note for the person, if any."""
-    from soda.errors import InputError
-    from soda.store import events, history, runs
+    """`soda.human.checks.verdict_target_note` on this project's database."""
+    from soda.human.checks import verdict_target_note
 
-    db = project.db
-    latest = runs.next_iteration_number(db) - 1
-    if number < 1 or number > latest + 1:
-        known = f"the latest is {latest}" if latest else "there is none yet"
-        raise InputError(
-            f"no iteration {number} to {verb}: {known}, and only the next one"
-            f" ({latest + 1}) can be answered before it asks (see `soda history`)"
-        )
-    if number == latest + 1:
-        return f"iteration {number} has not started; the answer waits for it"
-    row = history.iteration(db, number)
-    if row is None:  # numbers continue across runs, but a gap is possible
-        raise InputError(f"no iteration {number} to {verb} (see `soda history`)")
-    if row["ended_at"] is not None:
-        raise InputError(
-            f"iteration {number} is not waiting for approval: it ended"
-            f" ({row['outcome'] or row['decision'] or 'no outcome'}); see `soda show {number}`"
-        )
-    asked = events.count(db, row["id"], "approval.waiting")
-    return None if asked else f"iteration {number} is running and has not asked yet"
+    return verdict_target_note(project.db, number, verb)
 
 
 @app.command()

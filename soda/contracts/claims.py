@@ -3,7 +3,8 @@
 `Claims` (contract `claims`) is gathered at the start of every iteration and is
 unverified until ORIENT's verifier checks it against the code. Agents read it as
 `Claims.prompt_text()` (soda.contracts.claims_text): the same information as the
-JSON, without indentation, nulls or empty fields, with 10-character SHAs.
+JSON, without indentation, nulls or empty fields, with 10-character SHAs; or as
+`prompt_parts()`, most lasting first, for the prompt cache.
 """
 
 from __future__ import annotations
@@ -185,3 +186,10 @@ class Claims(Contract):
         from soda.contracts.claims_text import claims_text  # it imports this module
 
         return claims_text(self)
+
+    def prompt_parts(self) -> tuple[str, ...]:
+        """The same text in parts, most lasting first, for the prompt cache: the
+        learnings, the standing work, and what changes every iteration."""
+        from soda.contracts.claims_text import claims_parts
+
+        return claims_parts(self)

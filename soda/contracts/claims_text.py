@@ -1,8 +1,18 @@
 """Claims as agents read them: a compact text with the same information as the
 JSON, and fewer tokens. No indentation, no quoting, no nulls or empty fields,
-SHAs cut to 10 characters; one line per item, one heading per group. What
-changes every iteration (the head, the iteration number, the budget) comes last,
-so the text of two iterations shares as long a start as it can.
+SHAs cut to 10 characters; one line per item, one heading per group.
+
+Ordered for the prompt cache, most stable first, in three parts (`claims_parts`):
+the learnings (durable facts, changed when one is learned or retired); the
+standing work (the root task, the open, in-progress and blocked tasks: the
+oldest of each, so a new task leaves them as they were; and the tests failing on
+the milestone tip, until the work fixes them); then what changes every
+iteration: the tasks closed and commented lately, the person's pending words,
+the recent iterations, the last attempt, the code (new commits, the head, the
+tests) and, last, the iteration's number and budget. A provider that caches
+marks the end of each part (`soda.agent.definition.first_message`): a new commit
+or a closed task leaves the first two in the cache, a task worked from the
+backlog the first.
 """
 
 from __future__ import annotations
@@ -29,16 +39,27 @@ def short(sha: str) -> str:
 
 
 def claims_text(claims: Claims) -> str:
-    parts = [
-        _learnings(claims.project),
-        _work(claims.work),
+    """The whole text: what lasts, then what changes every iteration."""
+    return "\n\n".join(part for part in claims_parts(claims) if part)
+
+
+def claims_parts(claims: Claims) -> tuple[str, str, str]:
+    """The learnings, the standing work, and what changes every iteration; any
+    may be ''."""
+    changing = [
+        _recent_work(claims.work),
         _human(claims.human),
         _history(claims.project),
         _last_act(claims.project.last_act),
         _code(claims.code),
         _status(claims.project),
     ]
-    return "\n\n".join(part for part in parts if part)
+    standing = [_standing_work(claims.work), _failing_on_tip(claims.code.tests)]
+    return (
+        _learnings(claims.project),
+        "\n\n".join(part for part in standing if part),
+        "\n\n".join(part for part in changing if part),
+    )
 
 
 def _section(title: str, lines: Iterable[str]) -> str:
@@ -68,26 +89,34 @@ def _task(task: TaskBrief) -> str:
     return f"- #{task.id} {task.title}{parent}{reason}"
 
 
-def _work(work: WorkClaims) -> str:
+def _tasks(groups: Iterable[tuple[str, list[TaskBrief]]]) -> list[str]:
+    lines = []
+    for name, tasks in groups:
+        if tasks:
+            lines.append(f"{name}:")
+            lines.extend(_task(task) for task in tasks)
+    return lines
+
+
+def _standing_work(work: WorkClaims) -> str:
+    """The root and the unfinished tasks (the oldest of each status)."""
     lines = []
     if work.root is not None:
         root = work.root
         lines.append(f"root (the spec): #{root.id} {root.title} [{root.status}]")
-    for name, tasks in (
-        ("open", work.open),
-        ("in progress", work.in_progress),
-        ("blocked", work.blocked),
-        ("recently closed", work.recently_closed),
-    ):
-        if tasks:
-            lines.append(f"{name}:")
-            lines.extend(_task(task) for task in tasks)
+    groups = (("open", work.open), ("in progress", work.in_progress), ("blocked", work.blocked))
+    return _section("tasks (Trace)", [*lines, *_tasks(groups)])
+
+
+def _recent_work(work: WorkClaims) -> str:
+    """The tasks closed lately and the newest comments."""
+    lines = _tasks([("recently closed", work.recently_closed)])
     if work.comments:
         lines.append("comments (newest first):")
         lines.extend(
             f"- #{c.task_id} {c.author} {c.created_at}: {_indent(c.body)}" for c in work.comments
         )
-    return _section("tasks (Trace)", lines)
+    return _section("tasks (Trace), lately", lines)
 
 
 def _human(human: HumanClaims) -> str:
@@ -152,12 +181,22 @@ def _last_act(act: LastAct | None) -> str:
     return _section("last attempt (ACT)", lines)
 
 
+def _failing_on_tip(tests: TestsBrief | None) -> str:
+    """The tests failing on the milestone tip, with their first lines: they stand
+    until the work fixes them (the run's commit and counts are with the code)."""
+    if tests is None or not tests.failing:
+        return ""
+    return _section(
+        "tests failing on the milestone tip (its latest test run)",
+        _failures(tests.failing, tests.failing_total),
+    )
+
+
 def _tests(tests: TestsBrief | None) -> list[str]:
     if tests is None:
         return []
-    lines = [f"tests at {short(tests.commit)}: {tests.summary}"]
-    lines.extend(_failures(tests.failing, tests.failing_total))
-    return lines
+    listed = " (the failing ones are listed above)" if tests.failing else ""
+    return [f"tests at {short(tests.commit)}: {tests.summary}{listed}"]
 
 
 def _code(code: CodeClaims) -> str:

@@ -32,6 +32,10 @@ if TYPE_CHECKING:
     from soda.human import HumanQueue
 
 
+EDIT_TAKEN = "plan approved as edited"
+"""The response recorded for a person's plan edit that became the plan."""
+
+
 @dataclass(frozen=True)
 class Verdict:
     approved: bool
@@ -114,7 +118,7 @@ def _take_edit(queue: HumanQueue, config: Config, events: Events, number: int) -
             events.emit("approval.edit_refused", {"iteration": number, "problems": problems})
             continue
         plan = _bound(plan, queue.db, config)
-        queue.mark_applied([item.id], number, "plan approved as edited")
+        queue.mark_applied([item.id], number, EDIT_TAKEN)
         events.emit(
             "approval.edited",
             {"iteration": number, "intent": plan.intent, "tasks": [t.id for t in plan.tasks]},

@@ -43,14 +43,13 @@ from sqlite_utils import Database
 
 from soda.events import Events
 from soda.human.parse import Rejection, display, one_line, parse, payload_json, read
-from soda.human.write import WRITTEN_BY_SODA, inbox_dir
+from soda.human.write import WRITTEN_BY_SODA, inbox_dir, source_of
 from soda.store import human_inputs
 
 # Editors, browsers and download tools leave these while still writing.
 IGNORED_ENDINGS = ("~", ".swp", ".swx", ".tmp", ".part", ".crdownload")
 CLAIMED, PROCESSED, REJECTED = ".claimed", "processed", "rejected"
 REASON = ".reason"
-SOURCE = "inbox"
 NAME_MAX = 255
 """Bytes in one file name on common Linux file systems (less where pathconf says so)."""
 MAX_SUFFIX_BYTES = 16
@@ -184,7 +183,7 @@ def _take(inbox: Path, name: str, db: Database, events: Events, report: IngestRe
     except Rejection as rejection:
         report.rejected.append(_reject(inbox, claimed, rejection.problem, events))
         return
-    row_id = human_inputs.record(db, item.kind, payload, SOURCE, name)
+    row_id = human_inputs.record(db, item.kind, payload, source_of(name), name)
     _move(claimed, inbox / PROCESSED)
     events.emit("inbox.accepted", {"id": row_id, "kind": item.kind, "file": name})
     report.accepted.append(row_id)

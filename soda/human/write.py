@@ -14,8 +14,21 @@ from pathlib import Path
 from soda.contracts import HumanInput
 from soda.human.parse import document, one_line
 
-WRITTEN_BY_SODA = re.compile(r"^\d{8}T\d{12}Z-[a-z_]+-[0-9a-f]{6}\.json$")
-"""Names `write_input` gives its files (they arrive whole, by rename)."""
+WRITTEN_BY_SODA = re.compile(r"^\d{8}T\d{12}Z-[a-z_]+-[0-9a-f]{6}(?:\.(?P<source>web))?\.json$")
+"""Names `write_input` gives its files (they arrive whole, by rename); a face
+other than the CLI adds its name before `.json` (`SOURCES`)."""
+
+INBOX = "inbox"
+"""The provenance of what came through the inbox: a person's own file or a CLI command."""
+SOURCES = frozenset({"web"})
+"""Faces that name themselves in their inputs' provenance (the `source` column)."""
+
+
+def source_of(name: str) -> str:
+    """The provenance of inbox file `name`: the face `write_input` was told, else
+    `INBOX`."""
+    match = WRITTEN_BY_SODA.match(name)
+    return match["source"] if match and match["source"] else INBOX
 
 
 def inbox_dir(state_dir: Path) -> Path:
@@ -23,16 +36,20 @@ def inbox_dir(state_dir: Path) -> Path:
     return state_dir / "inbox"
 
 
-def write_input(state_dir: Path, item: HumanInput) -> Path:
-    """Drop `item` into the inbox atomically and return its path.
+def write_input(state_dir: Path, item: HumanInput, source: str | None = None) -> Path:
+    """Drop `item` into the inbox atomically and return its path; `source` (one
+    of `SOURCES`, e.g. "web") is the face it came through, its recorded provenance.
 
     The temporary name starts with a dot, which ingest ignores, so a reader never
     sees half a file; works whether or not a daemon is running.
     """
+    if source is not None and source not in SOURCES:
+        raise ValueError(f"unknown input source {source!r}")
     inbox = inbox_dir(state_dir)
     inbox.mkdir(parents=True, exist_ok=True)
     stamp = datetime.now(UTC).strftime("%Y%m%dT%H%M%S%fZ")
-    name = f"{stamp}-{item.kind}-{secrets.token_hex(3)}.json"
+    face = f".{source}" if source else ""
+    name = f"{stamp}-{item.kind}-{secrets.token_hex(3)}{face}.json"
     temp = inbox / f".{name}.tmp"
     body = json.dumps(document(item), indent=2) + "\n"
     with temp.open("w", encoding="utf-8") as fh:

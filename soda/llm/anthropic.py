@@ -44,6 +44,8 @@ from soda.llm.retry import RetryableError, call_with_retries
 
 DEFAULT_BASE_URL = "https://api.anthropic.com"
 EPHEMERAL = {"type": "ephemeral"}
+MAX_MARKERS = 4
+"""Cache breakpoints the API takes in one request."""
 ANSWER_CALL_ID = "answer"
 """Id of the ToolCall made from a JSON-schema structured answer."""
 RETRYABLE_STATUS = frozenset({408, 409, 429})
@@ -190,21 +192,24 @@ def answers_as_json(request: ModelRequest) -> bool:
 
 def build_params(request: ModelRequest, json_mode: bool) -> dict[str, Any]:
     """Keyword arguments of `messages.create`. The API reads a prompt as tools,
-    system, messages; the stable part (tools, system prompt, the first message's
-    stable inputs) carries cache markers, the latest turn a rolling one (see
-    `wire_messages`)."""
-    params: dict[str, Any] = {
-        "model": request.model,
-        "max_tokens": request.max_tokens,
-        "messages": wire_messages(request.messages, json_mode),
-    }
+    system, messages, and a cache hit needs the same prefix: the first message's
+    parts (`Message.cache_breaks`) and the latest turn carry cache markers (see
+    `wire_messages`), then the system prompt and the last tool while the API's
+    limit of MAX_MARKERS allows."""
+    messages = wire_messages(request.messages, json_mode)
+    params: dict[str, Any] = {"model": request.model, "max_tokens": request.max_tokens}
+    params["messages"] = messages
+    spare = MAX_MARKERS - sum("cache_control" in b for m in messages for b in m["content"])
     if request.system:
-        params["system"] = [{"type": "text", "text": request.system, "cache_control": EPHEMERAL}]
+        params["system"] = [{"type": "text", "text": request.system}]
+        if spare > 0:
+            params["system"][0]["cache_control"] = EPHEMERAL
+            spare -= 1
     if json_mode:
         answer = next(tool for tool in request.tools if tool.name == request.answer_tool)
         params["output_config"] = {"format": {"type": "json_schema", "schema": answer.input_schema}}
     else:
-        params["tools"] = wire_tools(request.tools)
+        params["tools"] = wire_tools(request.tools, marked=spare > 0)
         params["tool_choice"] = tool_choice(request)
         if request.thinking and not request.must_call:
             # Extended thinking rules out a forced tool call: auto turns only. Its
@@ -225,7 +230,7 @@ def tool_choice(request: ModelRequest) -> dict[str, Any]:
     return {"type": "auto"}
 
 
-def wire_tools(tools: list[ToolSpec]) -> list[dict[str, Any]]:
+def wire_tools(tools: list[ToolSpec], marked: bool = True) -> list[dict[str, Any]]:
     wire: list[dict[str, Any]] = [
         {
             "name": tool.name,
@@ -236,18 +241,18 @@ def wire_tools(tools: list[ToolSpec]) -> list[dict[str, Any]]:
         for tool in tools
     ]
     # One breakpoint on the last tool caches every tool before it too.
-    if wire:
+    if wire and marked:
         wire[-1]["cache_control"] = EPHEMERAL
     return wire
 
 
 def wire_messages(messages: list[Message], json_mode: bool) -> list[dict[str, Any]]:
-    """The conversation with two cache breakpoints: the end of the first user
-    message's stable part (`Message.stable_chars`: the spec, the same in every
-    iteration; the whole message when it does not say), and the last block of
-    the latest turn (a rolling marker: each turn of a tool loop reads everything
-    before it from the cache, the previous turn wrote it). With the tools' and
-    the system prompt's markers that makes four, the API's limit."""
+    """The conversation with cache breakpoints at the end of the first user
+    message's parts (`Message.cache_breaks`, the first MAX_MARKERS - 1 at most:
+    the spec, then what lasts of the claims; the whole message when it names no
+    parts), and on the latest turn's last block (a rolling marker: each turn of a
+    tool loop reads everything before it from the cache, the previous turn wrote
+    it). `build_params` gives the system prompt and the tools any marker left."""
     wire: list[dict[str, Any]] = [
         {"role": m.role, "content": content_blocks(m, json_mode)} for m in messages
     ]
@@ -256,8 +261,9 @@ def wire_messages(messages: list[Message], json_mode: bool) -> list[dict[str, An
     )
     if first is not None:
         message, blocks = messages[first], wire[first]["content"]
-        if 0 < message.stable_chars < len(message.text):
-            _split_stable(blocks, message)
+        breaks = [n for n in message.cache_breaks if 0 < n < len(message.text)]
+        if breaks:
+            _split_parts(blocks, message, breaks[: MAX_MARKERS - 1])
         else:
             blocks[-1]["cache_control"] = EPHEMERAL
     last = next((w for w in reversed(wire) if w["content"]), None)
@@ -266,16 +272,18 @@ def wire_messages(messages: list[Message], json_mode: bool) -> list[dict[str, An
     return wire
 
 
-def _split_stable(blocks: list[dict[str, Any]], message: Message) -> None:
-    """The message's text block as two: the stable part, marked, then the rest."""
+def _split_parts(blocks: list[dict[str, Any]], message: Message, breaks: list[int]) -> None:
+    """The message's text block as one block per part, each but the last marked."""
     index = next(
         i for i, b in enumerate(blocks) if b["type"] == "text" and b["text"] == message.text
     )
-    cut = message.stable_chars
-    blocks[index : index + 1] = [
-        {"type": "text", "text": message.text[:cut], "cache_control": EPHEMERAL},
-        {"type": "text", "text": message.text[cut:]},
+    text, ends = message.text, [*breaks, len(message.text)]
+    parts: list[dict[str, Any]] = [
+        {"type": "text", "text": text[start:end], "cache_control": EPHEMERAL}
+        for start, end in zip([0, *breaks], ends, strict=True)
     ]
+    del parts[-1]["cache_control"]
+    blocks[index : index + 1] = parts
 
 
 def content_blocks(message: Message, json_mode: bool) -> list[dict[str, Any]]:

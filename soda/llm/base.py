@@ -68,10 +68,12 @@ class Message:
     text: str = ""
     tool_calls: list[ToolCall] = field(default_factory=list)
     tool_results: list[ToolResult] = field(default_factory=list)
-    stable_chars: int = 0
-    """How many characters at the start of `text` stay the same from one iteration
-    to the next (the spec, standing context). A provider with prompt caching sends
-    them as a block of their own, marked for the cache; others send `text` whole."""
+    cache_breaks: tuple[int, ...] = ()
+    """Where parts of `text` that change less often than what follows them end,
+    ascending: the spec and standing context (the same in every iteration), then
+    what lasts of the claims (learnings, standing tasks). A provider with prompt
+    caching sends each part as a block of its own, marked for the cache; others
+    send `text` whole."""
     thinking: list[dict[str, Any]] = field(default_factory=list)
     """An assistant turn's extended-thinking blocks, exactly as the provider gave
     them (signatures included): the API wants them back, unchanged, with the

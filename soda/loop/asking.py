@@ -336,10 +336,18 @@ def _message(m: Message) -> dict[str, Any]:
         "text": m.text,
         "tool_calls": [{"id": c.id, "name": c.name, "input": c.input} for c in m.tool_calls],
         "tool_results": [_result(r) for r in m.tool_results],
-        "stable_chars": m.stable_chars,
+        "cache_breaks": list(m.cache_breaks),
         # Extended thinking goes back to the API unchanged with its turn's calls.
         "thinking": m.thinking,
     }
+
+
+def _breaks(data: dict[str, Any]) -> tuple[int, ...]:
+    """A saved message's cache breaks (a conversation saved by an older soda kept
+    one, `stable_chars`)."""
+    if "cache_breaks" in data:
+        return tuple(int(n) for n in data["cache_breaks"])
+    return (int(data["stable_chars"]),) if data.get("stable_chars") else ()
 
 
 def _result(r: ToolResult) -> dict[str, Any]:
@@ -352,6 +360,6 @@ def _message_from(data: dict[str, Any]) -> Message:
         text=data["text"],
         tool_calls=[ToolCall(**c) for c in data["tool_calls"]],
         tool_results=[ToolResult(**r) for r in data["tool_results"]],
-        stable_chars=data.get("stable_chars", 0),
+        cache_breaks=_breaks(data),
         thinking=data.get("thinking", []),
     )

@@ -38,17 +38,22 @@ Inputs = dict[str, Any]
 @dataclass(frozen=True)
 class ShrunkClaims:
     """Claims with parts left out: rendered as the claims' own text, then a line
-    saying what is missing (an input renders through `prompt_text`)."""
+    saying what is missing (an input renders through `prompt_parts`)."""
 
     claims: Claims
     left_out: tuple[str, ...]
 
     def prompt_text(self) -> str:
-        note = "; ".join(self.left_out)
-        return (
-            f"{self.claims.prompt_text()}\n\n(Left out to fit the model's context window: "
-            f"{note}. Look them up with your tools if you need them.)"
+        return "\n\n".join(part for part in self.prompt_parts() if part)
+
+    def prompt_parts(self) -> tuple[str, ...]:
+        """The claims' parts, the note with the last (what changes every iteration)."""
+        *lasting, changing = self.claims.prompt_parts()
+        note = (
+            f"(Left out to fit the model's context window: {'; '.join(self.left_out)}. "
+            "Look them up with your tools if you need them.)"
         )
+        return *lasting, f"{changing}\n\n{note}" if changing else note
 
 
 Cut = Callable[[Claims], tuple[Claims, str] | None]

@@ -41,3 +41,34 @@ def latest_for_tree(db: Database, tree: str) -> tuple[str, dict[str, Any]] | Non
         [tree],
     ).fetchone()
     return (row[0], json.loads(row[1])) if row else None
+
+
+def for_commit(db: Database, commit: str) -> tuple[str, dict[str, Any]] | None:
+    """summary and report of the newest test run on commit `commit`."""
+    row = db.execute(
+        "SELECT summary, report_json FROM test_results WHERE commit_sha = ?"
+        " ORDER BY id DESC LIMIT 1",
+        [commit],
+    ).fetchone()
+    return (row[0], json.loads(row[1])) if row else None
+
+
+GateRow = tuple[int, str, int, int]
+"""iteration number, the test summary, tests passed, tests failed."""
+
+
+def gate_by_iteration(db: Database, limit: int) -> list[GateRow]:
+    """For each of the last `limit` iterations, oldest first, the newest test run
+    on the commit it ended at (its merge, else the milestone head it started
+    from); iterations with no run on that commit are left out."""
+    rows: list[GateRow] = db.execute(
+        "SELECT i.number, t.summary, json_array_length(t.report_json, '$.passed'),"
+        " json_array_length(t.report_json, '$.failed') FROM iterations i"
+        " JOIN test_results t ON t.id = (SELECT id FROM test_results WHERE commit_sha ="
+        "  COALESCE(i.merged_commit, json_extract(i.claims_json, '$.code.head'))"
+        "  ORDER BY id DESC LIMIT 1)"
+        " WHERE i.number > (SELECT COALESCE(MAX(number), 0) FROM iterations) - ?"
+        " ORDER BY i.number",
+        [limit],
+    ).fetchall()
+    return rows
