@@ -22,9 +22,10 @@ from temporalio.common import WorkflowIDConflictPolicy, WorkflowIDReusePolicy
 from temporalio.exceptions import TemporalError, WorkflowAlreadyStartedError
 from temporalio.service import RPCError
 
-from soda.contracts import HumanInput, validate
-from soda.errors import InputError, TransientError, Violation
+from soda.contracts import HumanInput
+from soda.errors import InputError, TransientError
 from soda.fleet.state import SHARED_QUEUE, WORKFLOW_TYPE, RunSettings, RunState, run_id
+from soda.human.checks import checked_input
 
 T = TypeVar("T")
 
@@ -108,10 +109,7 @@ async def describe(client: Client, run: str) -> dict[str, Any]:
 
 async def send(client: Client, run: str, fields: dict[str, Any]) -> HumanInput:
     """Check one input against its contract and signal it to the run."""
-    data = {key: value for key, value in fields.items() if value is not None}
-    item = validate("human_input", data, HumanInput)
-    if isinstance(item, Violation):
-        raise InputError(f"{item.path}: {item.message}")
+    item = checked_input(fields)  # as every face checks it (the worker's inbox does again)
     handle: WorkflowHandle[Any, Any] = client.get_workflow_handle(run)
     await describe(client, run)  # a run that does not exist is named, not signalled
     document = item.model_dump(mode="json", exclude_none=True)

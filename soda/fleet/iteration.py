@@ -5,13 +5,10 @@ run `soda.loop.run.run_iteration` unchanged, push the milestone, summarise.
 
 from __future__ import annotations
 
-import json
-import os
 import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from datetime import UTC, datetime
 from pathlib import Path
 from typing import Protocol, runtime_checkable
 
@@ -20,8 +17,7 @@ from soda.contracts.outcomes import RunStatus, TaskStatus
 from soda.errors import StructuralError
 from soda.fleet import checkout
 from soda.fleet.state import PROVENANCE, IterationReport, IterationRequest, IterationSummary
-from soda.human.parse import document
-from soda.human.write import inbox_dir
+from soda.human.write import write_input
 from soda.loop.asking import open_questions
 from soda.loop.run import Ending, run_iteration
 from soda.loop.session import Session
@@ -30,8 +26,6 @@ from soda.store import history, learnings, tasks
 from soda.system.lock import release_lock
 
 Printer = Callable[[str], None]
-SETTLED_AGO = 5.0
-"""Seconds an inbox file from the fleet is dated back (see write_fleet_input)."""
 
 
 @runtime_checkable
@@ -73,7 +67,7 @@ class Progress:
             if self.state_dir is None or seq in self.written:
                 return
             item = HumanInput.model_validate(document)
-            self.written[seq] = write_fleet_input(self.state_dir, seq, item)
+            self.written[seq] = write_input(self.state_dir, item, source=PROVENANCE)
 
     def delivered(self) -> list[int]:
         """The inputs soda took in; one still in the inbox is removed (it goes
@@ -87,27 +81,6 @@ class Progress:
                 else:
                     taken.append(seq)
             return taken
-
-
-def write_fleet_input(state_dir: Path, seq: int, item: HumanInput) -> Path:
-    """Drop `item` into the inbox whole (by rename), named for its provenance:
-    `<time>-fleet-<seq>-<kind>.json` is what the record's `source_file` keeps."""
-    inbox = inbox_dir(state_dir)
-    inbox.mkdir(parents=True, exist_ok=True)
-    stamp = datetime.now(UTC).strftime("%Y%m%dT%H%M%S%fZ")
-    name = f"{stamp}-{PROVENANCE}-{seq}-{item.kind}.json"
-    temp = inbox / f".{name}.tmp"
-    with temp.open("w", encoding="utf-8") as fh:
-        fh.write(json.dumps(document(item), indent=2) + "\n")
-        fh.flush()
-        os.fsync(fh.fileno())
-    # Whole from the moment it appears (renamed in): dated back past the settle
-    # time the inbox gives a file a person may still be writing, so the SENSE
-    # that follows at once takes it in.
-    settled = time.time() - SETTLED_AGO
-    os.utime(temp, (settled, settled))
-    os.replace(temp, inbox / name)
-    return inbox / name
 
 
 @dataclass

@@ -18,8 +18,8 @@ WORKFLOW_TYPE = "SodaRun"
 SHARED_QUEUE = "soda"
 """The task queue every worker polls: workflows and placement."""
 PROVENANCE = "fleet"
-"""Where the inputs sent through `soda fleet` come from: their inbox files' names
-say it, and so does each record's `source_file`."""
+"""Where the inputs sent through `soda fleet` come from (soda.human.write's
+`SOURCES`): each record's `source` says it."""
 MAX_HISTORY = 500
 """Finished iterations a run keeps in its state (the oldest drop off)."""
 MEMO_HISTORY = 100
