@@ -36,19 +36,25 @@ AsJson = Annotated[bool, typer.Option("--json", help=JSON_HELP)]
 DEFAULT_ADDRESS = "127.0.0.1:7233"
 
 
-def _with_client(address: str, namespace: str, ask: Callable[[Any], Awaitable[T]]) -> T:
-    """`ask(client)` against the server (soda.fleet.client.call), or one line
-    saying how to install the fleet extra."""
+def _fleet(module: str) -> Any:
+    """`soda.fleet.<module>`, or one line saying how to install the fleet extra."""
+    import importlib
+
     from soda.errors import InputError
 
     try:
-        from soda.fleet.client import call
+        return importlib.import_module(f"soda.fleet.{module}")
     except ImportError as exc:
         raise InputError(
             f"soda fleet needs the fleet extra ({exc.name} is missing):"
             " pip install 'soda-daemon[fleet]'"
         ) from exc
-    return call(address, namespace, ask)
+
+
+def _with_client(address: str, namespace: str, ask: Callable[[Any], Awaitable[T]]) -> T:
+    """`ask(client)` against the server (soda.fleet.client.call)."""
+    result: T = _fleet("client").call(address, namespace, ask)
+    return result
 
 
 def _print(data: Any, as_json: bool, lines: Callable[[], list[str]]) -> None:
@@ -75,7 +81,7 @@ def dev(
 
     Example: soda fleet dev --db fleet.db
     """
-    from soda.fleet import devserver
+    devserver = _fleet("devserver")
 
     def stop_soon(signum: int, frame: object) -> None:
         raise KeyboardInterrupt

@@ -5,6 +5,7 @@ loopback only. The tests start the same server through `start`.
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import os
 import shutil
@@ -16,6 +17,8 @@ import sysconfig
 import time
 from dataclasses import dataclass
 from pathlib import Path
+
+from temporalio.client import Client
 
 from soda.errors import InputError, TransientError
 
@@ -74,6 +77,25 @@ class DevServer:
             self.process.wait(timeout)
 
 
+def _answers(address: str) -> bool:
+    """The server takes a client (it listens a moment before its frontend is
+    healthy: a client then is refused with "not healthy yet")."""
+    host, port = address.rsplit(":", 1)
+    try:
+        socket.create_connection((host, int(port)), timeout=0.2).close()
+    except OSError:
+        return False
+
+    async def connect() -> bool:
+        try:
+            await Client.connect(address)
+        except RuntimeError:
+            return False
+        return True
+
+    return asyncio.run(connect())
+
+
 def free_port() -> int:
     with socket.socket() as probe:
         probe.bind((HOST, 0))
@@ -102,7 +124,7 @@ def start(
                 f"the Temporal dev server exited at once ({process.returncode}); is port {port}"
                 " taken?"
             )
-        with contextlib.suppress(OSError), socket.create_connection((HOST, port), timeout=0.2):
+        if _answers(server.address):
             return server
         time.sleep(0.05)
     server.stop()
