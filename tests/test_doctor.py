@@ -39,7 +39,9 @@ def test_all_pass_on_a_ready_project(project: Path) -> None:
         ["pass", "state"],
         ["pass", "provider"],
         ["pass", "fit"],
+        ["pass", "forge"],
     ]
+    assert lines[-1].endswith("off (forge.mode)")
 
 
 def test_failures_are_named_and_exit_1(project: Path) -> None:

@@ -36,6 +36,7 @@ KEYS = {
     "budgets",
     "questions",
     "next_wake",
+    "pull_request",
 }
 
 
@@ -53,6 +54,7 @@ def test_status_of_a_fresh_project(repo: Path) -> None:
     assert found["paused"] is False and found["pending_approval"] is None
     assert found["rejected_inputs"] == [] and found["last_error"] is None
     assert found["questions"] == [] and found["next_wake"] is None
+    assert found["pull_request"] is None
     day = [b for b in found["budgets"] if b["key"] == "budget.max_cost_usd_per_day"]
     assert day and day[0]["used"] == 0 and day[0]["spent"] is False
     text = soda("status", cwd=repo).stdout.splitlines()

@@ -164,7 +164,10 @@ def demo(
 def doctor(
     ctx: typer.Context,
     ping: Annotated[
-        bool, typer.Option("--ping", help="Also send one tiny request to the provider.")
+        bool,
+        typer.Option(
+            "--ping", help="Also send one tiny request to the provider (and one to the forge)."
+        ),
     ] = False,
     tests: Annotated[
         bool,

@@ -4,7 +4,8 @@ Checks run in order and never raise: config, git (repository, base branch),
 the test command (its program exists), the jail (it can be made here), what the
 gate can see (per-test results or only an exit code), the state database (opens,
 migrated), and the provider (what its entry in `soda.llm.providers` says it needs:
-a key present; with `ping`, one tiny real request). An unknown provider fails the
+a key present; with `ping`, one tiny real request), and the pull requests'
+forge ([forge]; with `ping`, one request with the token). An unknown provider fails the
 config check, as any other error in soda.toml does.
 With `tests`, the test command also runs once, in the jail, on a clean checkout
 of the base branch's tip, and `imports` says whether the tests imported the
@@ -40,6 +41,7 @@ from soda.agent.limits import Limits, limits_for, request_tokens
 from soda.config import Config, find_config, load
 from soda.config.resources import resource_dir
 from soda.errors import MaxTokensTooLarge, PromptTooLong, SodaError
+from soda.forge import doctor as forge_doctor
 from soda.gate import import_failure
 from soda.gate.imports import cannot_import, import_advice, install_hint
 from soda.gate.rules import own_modules
@@ -105,6 +107,7 @@ def run_checks(directory: Path, ping: bool = False, tests: bool = False) -> list
         ("state", _state),
         ("provider", lambda c: _provider(c, ping)),
         ("fit", lambda c: _fit(c, ping)),
+        ("forge", lambda c: forge_doctor(c, open_db(c.db_path), ping)),
     ]
     for name, probe in probes:
         checks.append(_guarded(name, probe, config))

@@ -2,8 +2,9 @@
 
 Read from the lock (running or not, which pid), the database (the current
 iteration and agent, pause, approvals, the last decision and the last error, the
-budgets) and the inbox (files soda rejected, with their reasons). It works the
-same for a foreground `soda run` and the daemon, and when neither runs.
+budgets, the pull request) and the inbox (files soda rejected, with their
+reasons). It works the same for a foreground `soda run` and the daemon, and
+when neither runs.
 """
 
 from __future__ import annotations
@@ -17,9 +18,11 @@ from typing import Any
 from sqlite_utils import Database
 
 from soda.config import Config
+from soda.forge import report as forge_report
 from soda.human import paused
 from soda.human.files import PROCESSED, REASON, REJECTED
 from soda.human.write import inbox_dir
+from soda.repo.milestone import milestone_branch
 from soda.store import events as event_rows
 from soda.store import history, human_inputs, questions, runs
 from soda.system.lifecycle import next_wake
@@ -58,6 +61,9 @@ class Status:
     "task", "question", "asked_at"}, oldest first."""
     next_wake: str | None = None
     """When the daemon wakes next, once it publishes that (it does not yet)."""
+    pull_request: dict[str, Any] | None = None
+    """The milestone's pull request ([forge]): its state, checks and the comments
+    not yet answered (soda.forge.report)."""
 
     def to_json(self) -> dict[str, Any]:
         return {"running": self.pid is not None, **asdict(self)}
@@ -100,6 +106,8 @@ class Status:
             lines.append(f"last error: {e['kind']}{where} at {e['at']}: {e['reason']}")
         if self.next_wake:
             lines.append(f"next wake: {self.next_wake}")
+        if self.pull_request:
+            lines += forge_report.lines(self.pull_request)
         if self.budgets:
             lines.append("budgets:")
             lines += [f"  {b['line']}" for b in self.budgets]
@@ -129,6 +137,7 @@ def status(config: Config, db: Database) -> Status:
         budgets=_budgets(config, db),
         questions=_questions(db),
         next_wake=next_wake(config.state_dir) if pid else None,
+        pull_request=forge_report.summary(db, milestone_branch(config)),
     )
 
 

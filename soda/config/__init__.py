@@ -25,6 +25,7 @@ from soda.config.sections import (
     BudgetConfig,
     ContextConfig,
     DaemonConfig,
+    ForgeConfig,
     GateConfig,
     LoopConfig,
     ModelConfig,
@@ -49,6 +50,7 @@ __all__ = [
     "Config",
     "ContextConfig",
     "DaemonConfig",
+    "ForgeConfig",
     "GateConfig",
     "LiveConfig",
     "LoopConfig",
@@ -86,6 +88,8 @@ class Config(Section):
     """What must hold before a change merges."""
     context: ContextConfig = Field(default_factory=ContextConfig)
     """What agents are shown of the repository."""
+    forge: ForgeConfig = Field(default_factory=ForgeConfig)
+    """Pull requests: the milestone on a forge, its CI and review comments."""
 
     # Set by load(); not part of the file.
     root: Path = Field(default=Path("."), exclude=True)

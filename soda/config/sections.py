@@ -254,3 +254,42 @@ class DaemonConfig(Section):
     notify_command: str | None = None
     """Shell command run on DONE, STUCK and HALT, with SODA_EVENT, SODA_ITERATION and
     SODA_REASON in its environment."""
+
+
+class ForgeConfig(Section):
+    mode: Literal["off", "draft", "ready"] = "off"
+    """Pull-request mode: "off" (the milestone branch stays in your clone), "draft"
+    (push it and open one draft pull request per milestone, marked ready for review
+    at DONE) or "ready" (the same, opened ready for review)."""
+    kind: Literal["github"] = "github"
+    """Which forge speaks for the remote: "github" (GitHub, GitHub Enterprise, or a
+    server with GitHub's REST API at `api_url`)."""
+    remote: str = "origin"
+    """Git remote the milestone branch is pushed to."""
+    api_url: str = "https://api.github.com"
+    """The forge's REST API, e.g. "https://ghe.example.com/api/v3" for GitHub
+    Enterprise."""
+    graphql_url: str | None = None
+    """The GraphQL endpoint (marking a draft ready takes it); unset: derived from
+    `api_url` ("/api/v3" -> "/api/graphql", otherwise api_url + "/graphql")."""
+    repository: str | None = None
+    """"owner/name" of the repository on the forge; unset: read from the remote's URL."""
+    token_env: str = "GITHUB_TOKEN"
+    """Name of the environment variable holding the forge token (see the README for
+    the permissions it needs). The token is given to git for one push at a time and
+    is never written to disk, logs, events or the database."""
+    merge: Literal["never", "when-green"] = "never"
+    """Whether soda merges the pull request itself: "never" (a person does), or
+    "when-green" (at DONE, once every check on the head commit passed)."""
+    writers: list[str] = Field(default_factory=list)
+    """Forge logins whose comments count as corrections besides the repository's
+    owners, members and collaborators. Everyone else's comments are ignored."""
+    poll_seconds: float = Field(60.0, ge=1, le=86_400, allow_inf_nan=False)
+    """How often, in seconds, the daemon reads the pull request while nothing else
+    happens (1-86400); an unchanged pull request costs no rate limit (ETags)."""
+    timeout: float = Field(30.0, ge=0.1, le=600, allow_inf_nan=False)
+    """Seconds one request to the forge may take (0.1-600)."""
+    max_retries: int = Field(3, ge=0, le=10)
+    """Retries of one request after a rate limit or a 5xx answer (0-10)."""
+    max_retry_wait: float = Field(60.0, ge=0, le=3600, allow_inf_nan=False)
+    """Seconds one retry may wait at most, whatever the forge asks (0-3600)."""

@@ -30,10 +30,12 @@ from __future__ import annotations
 from soda.contracts.base import Confidence, Contract
 from soda.contracts.claims import (
     BudgetStatus,
+    CheckBrief,
     Claims,
     CodeClaims,
     CommentBrief,
     Commit,
+    ForgeClaims,
     HumanClaims,
     HumanItem,
     IterationBrief,
@@ -75,6 +77,7 @@ __all__ = [
     "Assessment",
     "BlockedTask",
     "BudgetStatus",
+    "CheckBrief",
     "ClaimCheck",
     "Claims",
     "CodeClaims",
@@ -83,6 +86,7 @@ __all__ = [
     "Confidence",
     "Contract",
     "ExecuteResult",
+    "ForgeClaims",
     "Gap",
     "HumanClaims",
     "HumanInput",

@@ -173,6 +173,31 @@ class HumanClaims(Contract):
     """A person asked soda to pause."""
 
 
+class CheckBrief(Contract):
+    name: str
+    """The check run's or commit status's name."""
+    conclusion: str
+    """failure, timed_out, cancelled, action_required or error."""
+    excerpt: str
+    """What it said, as the forge gives it (bounded; may be empty)."""
+
+
+class ForgeClaims(Contract):
+    """The milestone's pull request, as the forge showed it at SENSE."""
+
+    pull_request: int
+    """Its number on the forge."""
+    draft: bool
+    head: str
+    """The commit the forge has as its head (10 characters)."""
+    failing: list[CheckBrief]
+    """Checks (CI) failing on the head commit: fix what they report."""
+    pending: list[str]
+    """Checks still running."""
+    passed: int
+    """How many checks passed."""
+
+
 class Claims(Contract):
     """What the systems say at the start of an iteration: unverified."""
 
@@ -180,6 +205,8 @@ class Claims(Contract):
     work: WorkClaims
     project: ProjectClaims
     human: HumanClaims
+    forge: ForgeClaims | None = None
+    """The pull request (forge.mode draft or ready); None without one."""
 
     def prompt_text(self) -> str:
         """The claims as agents read them (see soda.contracts.claims_text)."""

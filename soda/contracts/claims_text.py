@@ -22,6 +22,7 @@ from collections.abc import Iterable
 from soda.contracts.claims import (
     Claims,
     CodeClaims,
+    ForgeClaims,
     HumanClaims,
     LastAct,
     ProjectClaims,
@@ -49,6 +50,7 @@ def claims_parts(claims: Claims) -> tuple[str, str, str]:
     changing = [
         _recent_work(claims.work),
         _human(claims.human),
+        _forge(claims.forge),
         _history(claims.project),
         _last_act(claims.project.last_act),
         _code(claims.code),
@@ -229,3 +231,18 @@ def _status(project: ProjectClaims) -> str:
             f"{budget.max_tokens_per_iteration}",
         ],
     )
+
+
+def _forge(forge: ForgeClaims | None) -> str:
+    """The pull request: failing checks (CI, a second gate) with what they said."""
+    if forge is None:
+        return ""
+    state = "draft" if forge.draft else "ready for review"
+    lines = [f"#{forge.pull_request} ({state}), head {short(forge.head)}; {forge.passed} passed"]
+    lines += [
+        f"- FAILING {c.name} ({c.conclusion})" + (f": {_indent(c.excerpt)}" if c.excerpt else "")
+        for c in forge.failing
+    ]
+    if forge.pending:
+        lines.append(f"running: {', '.join(forge.pending)}")
+    return _section("pull request checks (CI on the forge)", lines)

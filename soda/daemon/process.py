@@ -5,7 +5,8 @@
                    state/daemon.error)
     daemon-run  -> lock, recover, preflight (provider key, jail), ready; then:
                    tick (APScheduler) or wake (watchfiles) -> ingest the inbox ->
-                   control inputs -> a free wake (soda.loop.wake) or one iteration
+                   control inputs -> (idle) the pull request read (soda.loop.pr)
+                   -> a free wake (soda.loop.wake) or one iteration
     soda stop   -> SIGTERM; the daemon stops at the next safe point and exits 0;
                    after --timeout a second SIGTERM stops it at once
 
@@ -41,6 +42,7 @@ from soda.errors import SodaError, UserError
 from soda.events import Events, notify
 from soda.human.write import inbox_dir
 from soda.llm.providers import check_provider
+from soda.loop.pr import poll_idle
 from soda.loop.run import Ending, run_iteration
 from soda.loop.session import Session
 from soda.loop.wake import nothing_new
@@ -240,6 +242,8 @@ class Daemon:
         if report.accepted or spec_changed:
             self.idle = False
         self._apply_control(session)
+        if self.idle and not self.paused and poll_idle(session, self.say):
+            self.idle = False  # a writer's comment or a failing check on the pull request
         if self.flags.stop.is_set() or self.paused or self.idle:
             return
         if not in_window(self.windows, now or datetime.now()):
@@ -272,6 +276,10 @@ class Daemon:
         if self.paused:
             return "when resumed (`soda resume`)"
         if self.idle:
+            if self.session is not None and self.session.pulls is not None:
+                return (
+                    "when a person writes (soda tell, state/inbox/, the spec, or the pull request)"
+                )
             return "when a person writes (soda tell, state/inbox/, or the spec)"
         if self.flags.wake.is_set():
             return "now (more work)"

@@ -21,7 +21,9 @@ about it. Nothing outside this package reads `state/inbox/`.
                    applied: applied_iteration + response
 
 `HumanQueue` is the one implementation of the `HumanQueue` port; the rows'
-SQL lives in `soda.store.human_inputs`.
+SQL lives in `soda.store.human_inputs`. One other writer of pending rows:
+soda.forge records a review comment from a person with write access as a
+`correction` (source `forge`), which then takes the ORIENT route like any other.
 
 May import: config, contracts, errors, events, repo, store, system, trace.
 """

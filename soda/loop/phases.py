@@ -19,6 +19,7 @@ from soda.gate import confirm_done
 from soda.loop.context import Iteration
 from soda.loop.decide import Budget, Control, Decision, Kind, LoopState, decide
 from soda.loop.orient import apply_orientation, orient
+from soda.loop.pr import at_done, done_line, sense_forge
 from soda.loop.sense import SenseInput, sense
 from soda.loop.session import Session
 from soda.repo.workspace import land_on_base
@@ -48,11 +49,14 @@ def sense_phase(session: Session, it: Iteration, say: Printer) -> Claims:
     it.events.emit("sense.start", {"number": it.number})
     human = it.human
     human.ingest()
+    forge = sense_forge(session, it)  # a writer's new comment is a pending input now
     for line in human.apply_at_sense(
         session.tracker, session.config.spec_path, session.store_learnings, it.number
     ):
         say(f"human: {line}")
     claims = sense(sense_input(session, it.number))
+    if forge is not None:
+        claims = claims.model_copy(update={"forge": forge})
     ids = [item.id for item in claims.human.pending]
     if ids:
         human.claim(ids, it.number)
@@ -102,7 +106,8 @@ def decide_phase(
 
 def confirm_phase(session: Session, it: Iteration, decision: Decision, say: Printer) -> Decision:
     """DONE is not taken on the assessor's word: the milestone tip's tests run on
-    a clean checkout first; failures turn it back into work for the next iteration."""
+    a clean checkout first, and a pull request's failing checks count too (soda.loop.pr);
+    failures turn it back into work for the next iteration."""
     refused = confirm_done(
         session.config,
         session.jail,
@@ -111,8 +116,12 @@ def confirm_phase(session: Session, it: Iteration, decision: Decision, say: Prin
         session.milestone.branch,
         it.events,
     )
+    if refused is None:  # CI on the pull request is the second gate
+        refused = at_done(session, it, decision.reason)
     if refused is not None:
         return Decision(Kind.CONTINUE, refused, outcome=IterationOutcome.DONE_REFUSED)
+    if (line := done_line(session)) is not None:
+        say(f"done: {line}")
     root = session.tracker.show(session.milestone.root_task_id)
     if root.status != TaskStatus.CLOSED:
         session.tracker.close(root.id, f"spec met: {decision.reason}")

@@ -29,6 +29,7 @@ from soda.loop.asking import resume_orientation
 from soda.loop.context import Iteration, IterationRecord
 from soda.loop.decide import Decision, Kind
 from soda.loop.phases import decide_phase, orient_phase, sense_phase, spec_state
+from soda.loop.pr import after_iteration
 from soda.loop.session import Session
 from soda.loop.wake import fingerprint
 from soda.store import runs
@@ -78,12 +79,12 @@ def iterate(session: Session, it: Iteration, say: Printer) -> Decision:
     decision = decide_phase(session, it, claims, orientation, say)
     outcome = decision.settled_outcome()
     record.save(decision=decision.kind.name, decision_reason=decision.reason, outcome=outcome)
-    act_json = None
+    act_json, merged_commit = None, None
     if outcome is None and plan is not None:
         record.save(phase="act")
         with iteration_report.plan_frame(it.events, it.number, plan):
             result = act(session, it, plan, say)
-        act_json, outcome = result.to_json(), result.outcome
+        act_json, outcome, merged_commit = result.to_json(), result.outcome, result.merged_commit
         record.save(act_json=act_json, outcome=outcome, merged_commit=result.merged_commit)
         say(f"act: {result.outcome} - {result.detail}")
     report = iteration_report.conclude(
@@ -91,6 +92,11 @@ def iterate(session: Session, it: Iteration, say: Printer) -> Decision:
     )
     record.save(report_json=report)
     say(f"report: {iteration_report.line(report)}")
+    state = {Kind.DONE: "done", Kind.STUCK: "stuck: a person must act"}.get(
+        decision.kind, "working"
+    )
+    state += f" (iteration {it.number})"
+    after_iteration(session, it, iteration_report.line(report), merged_commit, state)
     return decision
 
 
@@ -128,7 +134,12 @@ def run_iteration(session: Session, say: Printer) -> IterationResult:
         return IterationResult(record.number, Ending.HALT, str(exc))
     except UserError as exc:
         # A person must fix something (e.g. the API key): record it, end the run, tell them.
-        record.save(outcome=IterationOutcome.ERROR, error=str(exc))
+        # A merge that landed first stays recorded as merged (e.g. the forge's token
+        # was refused after it).
+        if runs.iteration_outcome(session.db, record.id) == IterationOutcome.MERGED:
+            record.save(error=str(exc))
+        else:
+            record.save(outcome=IterationOutcome.ERROR, error=str(exc))
         session.finish_run(RunStatus.ERROR, str(exc))
         raise
     except Interrupted as exc:

@@ -26,6 +26,7 @@ from soda.config import Config, LiveConfig
 from soda.contracts.outcomes import RunStatus
 from soda.errors import ConfigError, UserError
 from soda.events import Events
+from soda.forge import PullRequests, connect
 from soda.human import HumanQueue
 from soda.llm import make_model
 from soda.llm.base import Model
@@ -75,6 +76,8 @@ class Session:
     """The pool of worktrees ORIENT, the executor and the gate use."""
     human: HumanQueue
     """The person's inputs: the only reader of state/inbox/."""
+    pulls: PullRequests | None = None
+    """The milestone's pull request ([forge]); None when forge.mode is off."""
     clock: Clock = field(default_factory=SystemClock)
     max_iterations: int | None = None
     """Overrides `loop.max_iterations` for this run (`soda run --max-iterations`)."""
@@ -155,6 +158,7 @@ class Session:
             stopping=stopping if stopping is not None else threading.Event(),
         )
         runner.should_stop = lambda: session.stop_requested
+        session.pulls = connect(config, db, milestone.branch)
         if start_run:
             session.start_run()
         return session

@@ -2,7 +2,8 @@
 nothing new makes no model call.
 
 The fingerprint hashes the spec's content, the milestone branch's tip, the
-pending human inputs and the version of the milestone's tasks (it changes with
+pending human inputs, the version of the milestone's tasks and the pull
+request's failing checks (it changes with
 every task added, removed or given another status). The loop
 stores it on each iteration as the iteration ends (after soda's own writes: the
 spec text a `spec_change` wrote, the tasks it settled, the merge it landed), so
@@ -19,6 +20,7 @@ import hashlib
 from typing import TYPE_CHECKING
 
 from soda.contracts.outcomes import SETTLED, UNFINISHED
+from soda.loop.pr import fingerprint as forge_fingerprint
 from soda.repo.workspace import branch_head
 from soda.store import budgets as rows
 from soda.store import tasks
@@ -42,6 +44,10 @@ def fingerprint(session: Session) -> str:
     # Not every task's status: a version the store bumps whenever a task of the
     # milestone is added or removed or changes status (one row, whatever the age).
     digest.update(f"\0tasks\0{tasks.version(session.db, session.milestone.name)}".encode())
+    # The pull request's failing checks (soda.loop.pr): CI failing after DONE is work.
+    forge = forge_fingerprint(session)
+    if forge:  # none without a pull request: fingerprints stored before stay valid
+        digest.update(f"\0forge\0{forge}".encode())
     return digest.hexdigest()
 
 

@@ -367,3 +367,33 @@ def m007_bounded_reads(db: Database) -> None:
         END;
         """
     )
+
+
+@migration
+def m008_forge(db: Database) -> None:
+    """Pull requests (soda.forge): the milestone's pull request and what soda pushed
+    and wrote to it, its head's checks as last read and whether DONE waits for them;
+    every comment seen on it, once, with what became of it (a correction input,
+    ignored, or soda's own) and soda's reply; the ETag of each response read."""
+    db.conn.executescript(
+        """
+        CREATE TABLE forge_pulls (
+            branch TEXT PRIMARY KEY, repository TEXT NOT NULL, number INTEGER, node_id TEXT,
+            url TEXT, draft INTEGER NOT NULL DEFAULT 1, state TEXT NOT NULL DEFAULT 'open',
+            pushed_sha TEXT, body_sha TEXT, head_sha TEXT,
+            checks_json TEXT NOT NULL DEFAULT '[]', has_checks INTEGER NOT NULL DEFAULT 0,
+            done_sha TEXT, merged INTEGER NOT NULL DEFAULT 0, polled_at TEXT,
+            updated_at TEXT NOT NULL
+        );
+        CREATE TABLE forge_items (
+            kind TEXT NOT NULL, item_id INTEGER NOT NULL, pr_number INTEGER NOT NULL,
+            author TEXT NOT NULL, association TEXT NOT NULL,
+            status TEXT NOT NULL CHECK (status IN ('input', 'ignored', 'own')), reason TEXT,
+            input_id INTEGER REFERENCES human_inputs(id), path TEXT, line INTEGER,
+            reply_commit TEXT, replied_at TEXT, seen_at TEXT NOT NULL,
+            PRIMARY KEY (kind, item_id)
+        );
+        CREATE INDEX forge_items_input ON forge_items(input_id) WHERE input_id IS NOT NULL;
+        CREATE TABLE forge_etags (url TEXT PRIMARY KEY, etag TEXT NOT NULL, body TEXT NOT NULL);
+        """
+    )

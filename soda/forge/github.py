@@ -1,0 +1,208 @@
+"""GitHub (and GitHub Enterprise, and servers speaking its REST API) as a `Forge`.
+
+REST for everything but one step: REST cannot take a pull request out of draft
+(`PATCH draft:false` answers 200 and changes nothing), so `mark_ready` uses the
+GraphQL mutation `markPullRequestReadyForReview`. Lists are read a page of 100 at
+a time, at most MAX_PAGES pages; every GET carries the ETag of its last answer.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from contextlib import contextmanager
+from typing import Any
+
+from soda.errors import CredentialsError, UserError
+from soda.forge.http import ForgeRefused, RestClient
+from soda.forge.port import Check, Comment, CommentKind, PullRequest
+
+PER_PAGE = 100
+MAX_PAGES = 10
+"""Pages of one list read at most (1000 comments of a kind on one pull request)."""
+MAX_EXCERPT_CHARS = 1500
+"""Characters of a check's output kept for ORIENT."""
+
+READY_MUTATION = (
+    "mutation($id: ID!) { markPullRequestReadyForReview(input: {pullRequestId: $id})"
+    " { pullRequest { isDraft } } }"
+)
+
+
+def graphql_url(api_url: str) -> str:
+    """GitHub Enterprise serves REST at /api/v3 and GraphQL at /api/graphql;
+    api.github.com serves both at its root."""
+    base = api_url.rstrip("/")
+    if base.endswith("/api/v3"):
+        return base[: -len("/v3")] + "/graphql"
+    return base + "/graphql"
+
+
+@contextmanager
+def _reading(what: str) -> Iterator[None]:
+    """An answer without the fields GitHub's API has is a misdirected `api_url` (or
+    a server that is not GitHub-compatible): a user error, never a traceback."""
+    try:
+        yield
+    except (KeyError, TypeError, ValueError, AttributeError, IndexError) as exc:
+        raise UserError(
+            f"forge: the answer for {what} is not GitHub's ({type(exc).__name__}: {exc});"
+            " is forge.api_url a GitHub-compatible API?"
+        ) from exc
+
+
+class GitHubForge:
+    """One repository ("owner/name") on a GitHub-compatible forge."""
+
+    def __init__(self, client: RestClient, repository: str, graphql: str) -> None:
+        self.client = client
+        self.repository = repository
+        self.owner = repository.split("/", 1)[0]
+        self.graphql = graphql
+        self._repo_path = f"/repos/{repository}"
+
+    def find_pull(self, head: str, base: str) -> PullRequest | None:
+        found = self.client.get(
+            f"{self._repo_path}/pulls",
+            {"head": f"{self.owner}:{head}", "base": base, "state": "open", "per_page": PER_PAGE},
+        )
+        return _pull(found[0]) if found else None
+
+    def open_pull(self, head: str, base: str, title: str, body: str, draft: bool) -> PullRequest:
+        data = {"title": title, "head": head, "base": base, "body": body, "draft": draft}
+        try:
+            return _pull(self.client.request("POST", f"{self._repo_path}/pulls", data))
+        except ForgeRefused:
+            existing = self.find_pull(head, base)  # opened by an earlier, cut-short try
+            if existing is None:
+                raise
+            return existing
+
+    def get_pull(self, number: int) -> PullRequest:
+        return _pull(self.client.get(f"{self._repo_path}/pulls/{number}"))
+
+    def update_body(self, number: int, body: str) -> None:
+        self.client.request("PATCH", f"{self._repo_path}/pulls/{number}", {"body": body})
+
+    def mark_ready(self, pull: PullRequest) -> None:
+        answer = self.client.request(
+            "POST",
+            "",
+            {"query": READY_MUTATION, "variables": {"id": pull.node_id}},
+            url=self.graphql,
+        )
+        errors = answer.get("errors") if isinstance(answer, dict) else None
+        if errors:
+            first = errors[0].get("message", "") if isinstance(errors[0], dict) else errors[0]
+            raise UserError(f"forge: marking pull request #{pull.number} ready failed: {first}")
+
+    def merge(self, number: int, sha: str) -> bool:
+        try:
+            answer = self.client.request(
+                "PUT", f"{self._repo_path}/pulls/{number}/merge", {"sha": sha}
+            )
+        except CredentialsError:
+            raise
+        except UserError:  # 405 not mergeable (reviews, protection), 409 head moved, 422
+            return False
+        return bool(isinstance(answer, dict) and answer.get("merged"))
+
+    def checks(self, sha: str) -> list[Check]:
+        with _reading(f"the checks of {sha[:10]}"):
+            return self._checks(sha)
+
+    def _checks(self, sha: str) -> list[Check]:
+        found: list[Check] = []
+        for page in self._pages(f"{self._repo_path}/commits/{sha}/check-runs", "check_runs"):
+            for run in page:
+                output = run.get("output") or {}
+                text = "\n".join(
+                    str(output.get(key) or "") for key in ("title", "summary", "text")
+                ).strip()
+                conclusion = run.get("conclusion") if run.get("status") == "completed" else None
+                found.append(Check(run["name"], "check_run", run["id"], conclusion, _excerpt(text)))
+        newest: dict[str, dict[str, Any]] = {}
+        for page in self._pages(f"{self._repo_path}/commits/{sha}/statuses"):
+            for status in page:  # newest first: the first of each context counts
+                newest.setdefault(status["context"], status)
+        for context, status in newest.items():
+            state = status["state"]
+            found.append(
+                Check(
+                    context,
+                    "status",
+                    status["id"],
+                    None if state == "pending" else state,
+                    _excerpt(status.get("description") or ""),
+                )
+            )
+        return found
+
+    def comments(self, number: int) -> list[Comment]:
+        with _reading(f"the comments of pull request #{number}"):
+            return self._comments(number)
+
+    def _comments(self, number: int) -> list[Comment]:
+        found: list[Comment] = []
+        for page in self._pages(f"{self._repo_path}/pulls/{number}/comments"):
+            found += [_comment("review_comment", c) for c in page]
+        for page in self._pages(f"{self._repo_path}/pulls/{number}/reviews"):
+            found += [_comment("review", r) for r in page if r.get("state") != "PENDING"]
+        for page in self._pages(f"{self._repo_path}/issues/{number}/comments"):
+            found += [_comment("issue_comment", c) for c in page]
+        return found
+
+    def reply(self, number: int, comment: Comment, body: str) -> None:
+        if comment.kind == "review_comment":
+            path = f"{self._repo_path}/pulls/{number}/comments/{comment.item_id}/replies"
+        else:
+            path = f"{self._repo_path}/issues/{number}/comments"
+        self.client.request("POST", path, {"body": body})
+
+    def _pages(self, path: str, key: str | None = None) -> list[list[dict[str, Any]]]:
+        pages = []
+        for page in range(1, MAX_PAGES + 1):
+            answer = self.client.get(path, {"per_page": PER_PAGE, "page": page})
+            items = answer.get(key, []) if key and isinstance(answer, dict) else answer
+            if not isinstance(items, list):
+                break
+            pages.append(items)
+            if len(items) < PER_PAGE:
+                break
+        return pages
+
+
+def _pull(data: dict[str, Any]) -> PullRequest:
+    with _reading("a pull request"):
+        return _pull_of(data)
+
+
+def _pull_of(data: dict[str, Any]) -> PullRequest:
+    return PullRequest(
+        number=int(data["number"]),
+        node_id=str(data["node_id"]),
+        url=str(data["html_url"]),
+        head_sha=str(data["head"]["sha"]),
+        draft=bool(data.get("draft")),
+        state=str(data["state"]),
+        merged=bool(data.get("merged") or data.get("merged_at")),
+    )
+
+
+def _comment(kind: CommentKind, data: dict[str, Any]) -> Comment:
+    user = data.get("user") or {}
+    line = data.get("line") if kind == "review_comment" else None
+    return Comment(
+        kind=kind,
+        item_id=int(data["id"]),
+        author=str(user.get("login") or "ghost"),
+        association=str(data.get("author_association") or "NONE"),
+        body=str(data.get("body") or ""),
+        path=data.get("path") if kind == "review_comment" else None,
+        line=int(line) if isinstance(line, int) else None,
+        review_state=data.get("state") if kind == "review" else None,
+    )
+
+
+def _excerpt(text: str) -> str:
+    text = text.strip()
+    return text if len(text) <= MAX_EXCERPT_CHARS else text[:MAX_EXCERPT_CHARS] + " [...]"

@@ -1,0 +1,116 @@
+"""The forge port: what soda asks of a forge, and the data it gets back.
+
+`Forge` is the seam (GitHub's implementation is `soda.forge.github`; a second
+forge is one module implementing it). Everything here is plain data: the pull
+request, a check on its head commit (a check run or a commit status), and a
+comment (inline review comment, review body, or conversation comment) with its
+author's association to the repository, which decides whether it is a person
+soda listens to.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Literal, Protocol
+
+CommentKind = Literal["review_comment", "review", "issue_comment"]
+
+WRITER_ASSOCIATIONS = frozenset({"OWNER", "MEMBER", "COLLABORATOR"})
+"""`author_association` values of people with write access to the repository."""
+
+FAILED = frozenset({"failure", "timed_out", "cancelled", "action_required", "error"})
+"""Conclusions (check runs) and states (commit statuses) that fail a check."""
+PASSED = frozenset({"success", "neutral", "skipped"})
+"""Conclusions and states that pass one."""
+
+
+@dataclass(frozen=True)
+class PullRequest:
+    number: int
+    node_id: str
+    url: str
+    """Its page on the forge (for `soda status`; never written into a body)."""
+    head_sha: str
+    draft: bool
+    state: str
+    """open or closed."""
+    merged: bool
+
+
+@dataclass(frozen=True)
+class Check:
+    """One check on a commit: a check run (CI job) or a commit status."""
+
+    name: str
+    source: Literal["check_run", "status"]
+    item_id: int
+    conclusion: str | None
+    """success, failure, neutral, cancelled, skipped, timed_out, action_required
+    (check runs), error, failure, success (statuses); None while not finished."""
+    excerpt: str = ""
+    """A bounded excerpt of what it said (title, summary, text or description)."""
+
+    @property
+    def failed(self) -> bool:
+        return self.conclusion in FAILED
+
+    @property
+    def passed(self) -> bool:
+        return self.conclusion in PASSED
+
+    @property
+    def pending(self) -> bool:
+        return not (self.failed or self.passed)
+
+
+@dataclass(frozen=True)
+class Comment:
+    kind: CommentKind
+    item_id: int
+    author: str
+    association: str
+    """OWNER, MEMBER, COLLABORATOR, CONTRIBUTOR, FIRST_TIMER, NONE, ..."""
+    body: str
+    path: str | None = None
+    """For an inline review comment: the file, and its line (if the forge gives one)."""
+    line: int | None = None
+    review_state: str | None = None
+    """For a review: APPROVED, CHANGES_REQUESTED, COMMENTED, ..."""
+
+
+class Forge(Protocol):
+    """A forge holding the repository's pull requests. Failures: `TransientError`
+    (rate limit, 5xx, network; already retried), `CredentialsError` (the token was
+    refused), `UserError` (the repository or the request is wrong)."""
+
+    def find_pull(self, head: str, base: str) -> PullRequest | None:
+        """The open pull request from branch `head` into `base`, if there is one."""
+        ...
+
+    def open_pull(
+        self, head: str, base: str, title: str, body: str, draft: bool
+    ) -> PullRequest: ...
+
+    def get_pull(self, number: int) -> PullRequest: ...
+
+    def update_body(self, number: int, body: str) -> None: ...
+
+    def mark_ready(self, pull: PullRequest) -> None:
+        """Take the pull request out of draft."""
+        ...
+
+    def merge(self, number: int, sha: str) -> bool:
+        """Merge it if its head is still `sha`; False when the forge refused."""
+        ...
+
+    def checks(self, sha: str) -> list[Check]:
+        """The check runs and commit statuses on commit `sha`."""
+        ...
+
+    def comments(self, number: int) -> list[Comment]:
+        """Every inline comment, review and conversation comment, oldest first."""
+        ...
+
+    def reply(self, number: int, comment: Comment, body: str) -> None:
+        """Answer `comment` on its thread (inline), or on the conversation."""
+        ...
