@@ -40,9 +40,9 @@ LAYERS: dict[str, frozenset[str]] = {
     "web": _GROUND | {"system", "contracts", "store", "events", "trace", "human"},
     "cli": frozenset(),  # filled below: the CLI may import every other room
 }
-"""Room -> the rooms it may import (besides itself). `fleet` (many repositories on
-Temporal) is the home of a subsystem still to come; an executor backend goes in
-`agent/backends/`."""
+"""Room -> the rooms it may import (besides itself). An executor backend goes in
+`agent/backends/`; `fleet` (many repositories on Temporal) is the only room that
+imports Temporal."""
 LAYERS["cli"] = frozenset(LAYERS) - {"cli"}
 
 ALLOWED_CIRCLES: frozenset[tuple[str, str]] = frozenset(

@@ -2,18 +2,19 @@
 on `soda.cli.app.app`, in this order (it is the order of `soda --help`):
 core (init, schema, run, demo, doctor), daemon (start, stop, status, budget,
 daemon), plan (plan, answer), queue (tell, approve, reject, pause, resume,
-cancel), view (tasks, history, show, events, cost), web, tools (tools).
+cancel), view (tasks, history, show, events, cost), web, fleet (worker, and
+the `fleet` group), tools (tools).
 """
 
 from __future__ import annotations
 
 import os
 
-from soda.cli import core, daemon, plan, queue, tools, view, web
+from soda.cli import core, daemon, fleet, plan, queue, tools, view, web
 from soda.cli.app import app
 
 __all__ = ["app", "main"]
-COMMAND_MODULES = (core, daemon, plan, queue, view, web, tools)
+COMMAND_MODULES = (core, daemon, plan, queue, view, web, fleet, tools)
 
 
 def main() -> None:

@@ -14,14 +14,17 @@ from pathlib import Path
 from soda.contracts import HumanInput
 from soda.human.parse import document, one_line
 
-WRITTEN_BY_SODA = re.compile(r"^\d{8}T\d{12}Z-[a-z_]+-[0-9a-f]{6}(?:\.(?P<source>web))?\.json$")
+WRITTEN_BY_SODA = re.compile(
+    r"^\d{8}T\d{12}Z-[a-z_]+-[0-9a-f]{6}(?:\.(?P<source>web|fleet))?\.json$"
+)
 """Names `write_input` gives its files (they arrive whole, by rename); a face
 other than the CLI adds its name before `.json` (`SOURCES`)."""
 
 INBOX = "inbox"
 """The provenance of what came through the inbox: a person's own file or a CLI command."""
-SOURCES = frozenset({"web"})
-"""Faces that name themselves in their inputs' provenance (the `source` column)."""
+SOURCES = frozenset({"web", "fleet"})
+"""Faces that name themselves in their inputs' provenance (the `source` column):
+the web dashboard, and `soda fleet` (its inputs written by the worker holding the run)."""
 
 
 def source_of(name: str) -> str:

@@ -18,6 +18,8 @@ tool the request does not offer, or a scripted tool call that the tools refused
 (an `is_error` result) are ScriptErrors too: a replay must go exactly as written.
 An answer the runtime handed back (it broke its contract) is not: the script's
 next entry answers it, as a model given its second chance would.
+A script may set `"latency_seconds": 1.0` beside its responses: each answer
+then takes that long, as a real model's would (the fleet's bench and tests).
 The latest requests (up to 200) are kept in `requests` so tests can assert on
 what was asked, without a long run growing in memory.
 """
@@ -25,6 +27,7 @@ what was asked, without a long run growing in memory.
 from __future__ import annotations
 
 import json
+import time
 from collections import deque
 from pathlib import Path
 from typing import Any
@@ -41,9 +44,12 @@ class ScriptedModel:
 
     provider = "scripted"
 
-    def __init__(self, responses: list[dict[str, Any]], source: str = "<inline>") -> None:
+    def __init__(
+        self, responses: list[dict[str, Any]], source: str = "<inline>", latency: float = 0.0
+    ) -> None:
         self.responses = responses
         self.source = source
+        self.latency = latency
         self.position = 0
         self.requests: deque[ModelRequest] = deque(maxlen=KEPT_REQUESTS)
 
@@ -56,11 +62,16 @@ class ScriptedModel:
         responses = data.get("responses") if isinstance(data, dict) else None
         if not isinstance(responses, list):
             raise InputError(f'{path}: a model script is an object with a "responses" list')
-        return cls(responses, source=str(path))
+        latency = data.get("latency_seconds", 0.0)
+        if not isinstance(latency, int | float) or latency < 0:
+            raise InputError(f"{path}: latency_seconds is a number of seconds, 0 or more")
+        return cls(responses, source=str(path), latency=float(latency))
 
     def complete(self, request: ModelRequest) -> ModelResponse:
         self.requests.append(request)
         self._check_previous_calls(request)
+        if self.latency:
+            time.sleep(self.latency)
         if self.position >= len(self.responses):
             raise ScriptError(
                 f"model script {self.source} ran out after {len(self.responses)} responses "

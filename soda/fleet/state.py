@@ -1,0 +1,172 @@
+"""What a fleet run keeps in its workflow: plain dataclasses, no I/O.
+
+The workflow holds decisions and what must outlive any one machine: the run's
+settings, the iterations finished (a small summary each, never a transcript),
+the person's inputs not yet delivered to a worker, the control flags, where the
+scripted model stands in its script, and where the run is placed. Transcripts
+and diffs stay in the worker's SQLite; the git remote holds the code.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import re
+from dataclasses import dataclass, field
+from typing import Any
+
+WORKFLOW_TYPE = "SodaRun"
+SHARED_QUEUE = "soda"
+"""The task queue every worker polls: workflows and placement."""
+PROVENANCE = "fleet"
+"""Where the inputs sent through `soda fleet` come from (soda.human.write's
+`SOURCES`): each record's `source` says it."""
+MAX_HISTORY = 500
+"""Finished iterations a run keeps in its state (the oldest drop off)."""
+MEMO_HISTORY = 100
+"""Finished iterations shown by `soda fleet history` when no worker answers."""
+
+
+@dataclass
+class RunSettings:
+    """What `soda fleet submit` fixed for the run."""
+
+    repo_url: str
+    spec: str | None = None
+    """The spec's path in the repository (None: the repository's soda.toml says)."""
+    base: str | None = None
+    """The base branch (None: the repository's soda.toml says)."""
+    config_text: str | None = None
+    """A soda.toml to use instead of the repository's (its text)."""
+    heartbeat_seconds: float = 30.0
+    """A worker that does not heartbeat for this long is taken as lost."""
+    place_seconds: float = 60.0
+    """An iteration its worker does not start within this long is placed elsewhere."""
+    max_iterations: int = 50
+
+
+@dataclass
+class HumanSignal:
+    """One input from a person, checked as the inbox checks it (`document` is
+    the `human_input` contract's JSON), numbered by the workflow."""
+
+    seq: int
+    kind: str
+    document: dict[str, Any]
+
+
+@dataclass
+class IterationSummary:
+    """One finished iteration, whichever worker ran it."""
+
+    number: int
+    ending: str
+    """done, continue, stuck, halt, transient, interrupted (soda.loop.run.Ending)."""
+    reason: str
+    decision: str | None = None
+    outcome: str | None = None
+    merged_commit: str | None = None
+    """The milestone's tip after the iteration's merges, pushed to the remote."""
+    tokens: int = 0
+    cost_usd: float = 0.0
+    worker: str = ""
+    seconds: float = 0.0
+    """How long `run_iteration` took on the worker (what the fleet adds is the rest)."""
+
+
+@dataclass
+class IterationRequest:
+    """What the workflow hands the worker for one iteration."""
+
+    workflow_id: str
+    settings: RunSettings
+    number: int
+    fresh: bool
+    """Rebuild the worker's record from `history` (a new placement, or a failed
+    attempt whose local record cannot be trusted)."""
+    history: list[IterationSummary]
+    pending: list[HumanSignal]
+    model_position: int | None
+    learnings: list[str]
+
+
+@dataclass
+class IterationReport:
+    """What the worker hands back: the summary and what the workflow must keep."""
+
+    summary: IterationSummary
+    delivered: list[int]
+    """`seq`s of the person's inputs written to the worker's inbox."""
+    model_position: int | None
+    learnings: list[str]
+    open_tasks: int
+    waiting_for: str | None
+    """A question or approval the run waits for, in one line."""
+
+
+@dataclass
+class Placement:
+    worker: str
+    queue: str
+
+
+@dataclass
+class RunState:
+    """The workflow's whole state, carried across continue-as-new."""
+
+    settings: RunSettings
+    history: list[IterationSummary] = field(default_factory=list)
+    pending: list[HumanSignal] = field(default_factory=list)
+    next_seq: int = 1
+    model_position: int | None = None
+    learnings: list[str] = field(default_factory=list)
+    open_tasks: int = 0
+    placement: Placement | None = None
+    fresh: bool = True
+    paused: bool = False
+    stopping: bool = False
+    waiting_for: str | None = None
+    """Set after STUCK or HALT: the run waits for a person (no worker held)."""
+    moves: int = 0
+    """Times the run was placed again after losing its worker."""
+    tokens: int = 0
+    cost_usd: float = 0.0
+
+    @property
+    def last_number(self) -> int:
+        return self.history[-1].number if self.history else 0
+
+
+def run_id(repo_url: str, spec: str | None) -> str:
+    """The workflow id of a repository and spec: readable, and the same for the
+    same pair (a second submit is refused, never a duplicate)."""
+    name = repo_url.rstrip("/").rsplit("/", 1)[-1].removesuffix(".git")
+    slug = re.sub(r"[^a-z0-9]+", "-", f"{name}-{spec or 'default'}".lower()).strip("-")
+    digest = hashlib.sha256(f"{repo_url}\0{spec or ''}".encode()).hexdigest()[:10]
+    return f"soda-{slug[:40]}-{digest}"
+
+
+def status_of(state: RunState, status: str) -> dict[str, Any]:
+    """What `soda fleet status` shows, kept in the workflow's memo so the server
+    answers it with every worker down."""
+    last = state.history[-1] if state.history else None
+    return {
+        "status": status,
+        "repo_url": state.settings.repo_url,
+        "spec": state.settings.spec,
+        "iteration": state.last_number,
+        "worker": state.placement.worker if state.placement else None,
+        "waiting_for": state.waiting_for,
+        "paused": state.paused,
+        "pending_inputs": len(state.pending),
+        "last_decision": last.decision if last else None,
+        "last_reason": last.reason if last else None,
+        "tokens": state.tokens,
+        "cost_usd": round(state.cost_usd, 6),
+        "max_iterations": state.settings.max_iterations,
+        "open_tasks": state.open_tasks,
+        "moves": state.moves,
+    }
+
+
+def history_rows(state: RunState) -> list[dict[str, Any]]:
+    return [vars(item) for item in state.history[-MEMO_HISTORY:]]

@@ -1,0 +1,216 @@
+"""The workflow of one repository and spec: decisions only, no I/O.
+
+Each pass places the run on a worker if it has none (an activity on the shared
+queue that a worker with a free slot takes), runs one iteration as an activity
+on that worker's own queue (heartbeating), keeps the summary, and continues as
+new: a run's history never grows past one iteration's events. A worker that
+stops heartbeating (or never starts the iteration) loses the run: the next pass
+places it on another worker, which rebuilds from this state. After STUCK or
+HALT, and while paused, the run waits for a person's signal holding no worker.
+"""
+
+from __future__ import annotations
+
+import contextlib
+from datetime import timedelta
+from typing import Any
+
+from temporalio import workflow
+from temporalio.common import RetryPolicy
+from temporalio.exceptions import ActivityError, ApplicationError, TimeoutError
+
+with workflow.unsafe.imports_passed_through():
+    from soda.fleet.state import (
+        MAX_HISTORY,
+        SHARED_QUEUE,
+        WORKFLOW_TYPE,
+        HumanSignal,
+        IterationReport,
+        IterationRequest,
+        IterationSummary,
+        Placement,
+        RunState,
+        history_rows,
+        status_of,
+    )
+
+CONTROL_KINDS = frozenset({"pause", "resume", "stop"})
+"""Inputs the workflow applies itself; every other kind goes to the worker."""
+PLACE_RETRY = RetryPolicy(
+    initial_interval=timedelta(milliseconds=200),
+    backoff_coefficient=1.5,
+    maximum_interval=timedelta(seconds=0.5),
+)
+"""A worker with no free slot refuses a placement; another (or a later) one takes
+it, within half a second of a slot coming free."""
+TRANSIENT_WAIT = timedelta(seconds=30)
+
+
+@workflow.defn(name=WORKFLOW_TYPE)
+class SodaRun:
+    def __init__(self) -> None:
+        self.state: RunState | None = None
+        self.status = "starting"
+
+    @workflow.run
+    async def run(self, state: RunState) -> str:
+        self.state = state
+        while True:
+            if state.stopping:
+                return await self._end("stopped")
+            if state.paused or state.waiting_for is not None:
+                await self._release()
+                self._show("paused" if state.paused else "waiting")
+                await workflow.wait_condition(lambda: self._may_go(state))
+                continue
+            if state.last_number >= state.settings.max_iterations:
+                return await self._end("stuck")
+            if state.placement is None:
+                self._show("placing")
+                state.placement = await workflow.execute_activity(
+                    "place",
+                    workflow.info().workflow_id,
+                    task_queue=SHARED_QUEUE,
+                    start_to_close_timeout=timedelta(seconds=10),
+                    retry_policy=PLACE_RETRY,
+                    result_type=Placement,
+                )
+                last = state.history[-1].worker if state.history else None
+                if state.placement.worker != last:  # another worker's record is not this run's
+                    state.fresh = True
+            self._show("running")
+            report = await self._iterate(state, state.placement)
+            if report is None and state.waiting_for is not None:
+                continue
+            if report is None:  # the worker was lost: place the run again
+                state.placement, state.fresh = None, True
+                state.moves += 1
+                continue
+            ending = self._keep(state, report)
+            if ending == "done" and not state.pending:
+                return await self._end("done")  # else a person wrote since: go on
+            if ending == "transient":
+                self._show("retrying")
+                await workflow.sleep(TRANSIENT_WAIT)
+            await workflow.wait_condition(workflow.all_handlers_finished)
+            workflow.continue_as_new(state)
+
+    async def _iterate(self, state: RunState, placement: Placement) -> IterationReport | None:
+        request = IterationRequest(
+            workflow.info().workflow_id,
+            state.settings,
+            state.last_number + 1,
+            state.fresh,
+            state.history,
+            list(state.pending),
+            state.model_position,
+            state.learnings,
+        )
+        try:
+            report: IterationReport = await workflow.execute_activity(
+                "iterate",
+                request,
+                task_queue=placement.queue,
+                schedule_to_start_timeout=timedelta(seconds=state.settings.place_seconds),
+                start_to_close_timeout=timedelta(hours=6),
+                heartbeat_timeout=timedelta(seconds=state.settings.heartbeat_seconds),
+                retry_policy=RetryPolicy(maximum_attempts=1),
+                result_type=IterationReport,
+            )
+            state.fresh = False  # the worker's record holds this iteration
+            return report
+        except ActivityError as exc:
+            if isinstance(exc.cause, TimeoutError):
+                return None
+            cause = exc.cause
+            state.fresh = True  # the attempt broke off: its local record is not trusted
+            message = cause.message if isinstance(cause, ApplicationError) else str(exc)
+            if isinstance(cause, ApplicationError) and cause.type == "UserError":
+                # A person must fix something (the repository's soda.toml, its URL):
+                # the run waits for them, holding no worker.
+                state.waiting_for = f"a person to fix: {message} (then soda fleet resume)"
+                return None
+            if isinstance(cause, ApplicationError) and cause.type == "TransientError":
+                ending, reason = "transient", message  # e.g. a push that never went through
+            else:
+                ending, reason = "halt", f"the iteration crashed: {message}"
+            summary = IterationSummary(request.number, ending, reason, worker=placement.worker)
+            return IterationReport(summary, [], state.model_position, state.learnings, 0, None)
+
+    def _keep(self, state: RunState, report: IterationReport) -> str:
+        summary = report.summary
+        state.history = [*state.history, summary][-MAX_HISTORY:]
+        delivered = set(report.delivered)
+        state.pending = [item for item in state.pending if item.seq not in delivered]
+        state.model_position = report.model_position
+        state.learnings = report.learnings
+        state.open_tasks = report.open_tasks
+        state.tokens += summary.tokens
+        state.cost_usd += summary.cost_usd
+        if summary.ending in ("stuck", "halt"):
+            state.waiting_for = report.waiting_for or f"{summary.ending}: {summary.reason}"
+        return summary.ending
+
+    def _may_go(self, state: RunState) -> bool:
+        return state.stopping or (not state.paused and state.waiting_for is None)
+
+    async def _release(self) -> None:
+        """Give the worker its slot back while the run waits (best effort: a
+        lost worker has nothing to give back)."""
+        state = self.state
+        assert state is not None
+        if state.placement is None:
+            return
+        placement, state.placement = state.placement, None
+        with contextlib.suppress(ActivityError):
+            await workflow.execute_activity(
+                "release",
+                workflow.info().workflow_id,
+                task_queue=placement.queue,
+                schedule_to_start_timeout=timedelta(seconds=5),
+                start_to_close_timeout=timedelta(seconds=5),
+                retry_policy=RetryPolicy(maximum_attempts=1),
+            )
+
+    async def _end(self, status: str) -> str:
+        await self._release()
+        self._show(status)
+        await workflow.wait_condition(workflow.all_handlers_finished)
+        return status
+
+    def _show(self, status: str) -> None:
+        state = self.state
+        assert state is not None
+        self.status = status
+        workflow.upsert_memo({"status": status_of(state, status), "history": history_rows(state)})
+
+    # --- what a person says: signals, checked by the client as the inbox checks
+
+    @workflow.signal
+    def human(self, kind: str, document: dict[str, Any]) -> None:
+        state = self.state
+        if state is None:
+            return
+        if kind == "pause":
+            state.paused = True
+        elif kind == "resume":
+            state.paused, state.waiting_for = False, None
+        elif kind == "stop":
+            state.stopping = True
+        else:
+            state.pending = [*state.pending, HumanSignal(state.next_seq, kind, document)]
+            state.next_seq += 1
+            state.waiting_for = None  # a person wrote: the run goes on
+        if self.status in ("waiting", "paused", "placing", "running"):
+            self._show(self.status)
+
+    @workflow.query
+    def pending(self) -> list[HumanSignal]:
+        return list(self.state.pending) if self.state else []
+
+    @workflow.query
+    def describe(self) -> dict[str, Any]:
+        state = self.state
+        if state is None:
+            return {}
+        return {"status": status_of(state, self.status), "history": history_rows(state)}

@@ -1,0 +1,167 @@
+"""What the fleet's tests share: sample projects behind bare remotes, `soda
+worker` processes (real subprocesses, killed by pid), and waits on what the
+Temporal server says about a run."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import os
+import signal
+import subprocess
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from soda.cli.demo import prepare
+from soda.fleet import client as fleet_client
+from tests.conftest import git, wait_for
+
+ROOT = Path(__file__).resolve().parent.parent
+DEMO = json.loads((ROOT / "soda" / "demo" / "script.json").read_text())["responses"]
+SCRIPT = "fleet-script.json"
+"""Committed in the sample (state/ is not): every clone replays the same script."""
+
+
+def remote_project(
+    tmp_path: Path, name: str, responses: list[dict[str, Any]] = DEMO, latency: float = 0.0
+) -> str:
+    """The demo's sample project with its script, pushed to a bare repository;
+    the bare repository's path (the run's URL)."""
+    src = tmp_path / f"{name}-src"
+    prepare(src)
+    python = json.dumps(sys.executable)[1:-1]
+    script = {"latency_seconds": latency, "responses": responses}
+    (src / SCRIPT).write_text(json.dumps(script).replace("{python}", python))
+    toml = src / "soda.toml"
+    toml.write_text(toml.read_text().replace("state/demo-script.json", SCRIPT))
+    git(src, "add", "-A")
+    git(src, "commit", "-q", "-m", "fleet script")
+    bare = tmp_path / f"{name}.git"
+    git(tmp_path, "clone", "-q", "--bare", str(src), str(bare))
+    return str(bare)
+
+
+@dataclass
+class WorkerProcess:
+    process: subprocess.Popen[bytes]
+    name: str
+    cache: Path
+    log: Path
+
+    def kill(self) -> None:
+        """SIGKILL the worker (its own process group: the jail's commands too)."""
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(self.process.pid, signal.SIGKILL)
+        self.process.wait(10)
+
+    def stop(self) -> None:
+        if self.process.poll() is None:
+            self.kill()
+
+
+def start_worker(address: str, home: Path, label: str, slots: int = 2) -> WorkerProcess:
+    """`soda worker` as a real subprocess; returns once it polls."""
+    home.mkdir(parents=True, exist_ok=True)
+    ready = home / f"{label}.ready"
+    log = home / f"{label}.log"
+    cache = home / f"{label}-cache"
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    argv = [sys.executable, "-m", "soda", "worker", "--address", address]
+    argv += ["--slots", str(slots), "--cache", str(cache), "--ready-file", str(ready)]
+    with log.open("wb") as sink:
+        process = subprocess.Popen(
+            argv, stdout=sink, stderr=subprocess.STDOUT, env=env, start_new_session=True
+        )
+    worker = WorkerProcess(process, "", cache, log)
+    try:
+        wait_for(lambda: ready.exists() or process.poll() is not None, 30, f"worker {label}")
+    except AssertionError:
+        worker.stop()
+        raise
+    if process.poll() is not None:
+        raise AssertionError(f"worker {label} exited: {log.read_text()}")
+    worker.name = ready.read_text()
+    return worker
+
+
+def describe(address: str, run: str) -> dict[str, Any]:
+    async def go() -> dict[str, Any]:
+        client = await fleet_client.connect(address)
+        return await fleet_client.describe(client, run)
+
+    return asyncio.run(go())
+
+
+def wait_status(address: str, run: str, wanted: set[str], seconds: float) -> dict[str, Any]:
+    """Wait until the run's status is one of `wanted`; its description."""
+    seen: dict[str, Any] = {}
+
+    def reached() -> dict[str, Any] | None:
+        seen.update(describe(address, run))
+        return dict(seen) if seen["status"]["status"] in wanted else None
+
+    try:
+        return wait_for(reached, seconds, f"{run} to reach {wanted}")
+    except AssertionError as exc:
+        raise AssertionError(f"{exc}; last seen: {json.dumps(seen, indent=1)}") from None
+
+
+def _planner_with(*tasks: dict[str, Any]) -> dict[str, Any]:
+    entry = json.loads(json.dumps(DEMO[4]))
+    entry["tool_calls"][0]["input"]["iteration_plan"]["tasks"] = list(tasks)
+    return entry
+
+
+_NOTES_TASK = {
+    "id": "b",
+    "task_id": None,
+    "title": "Write NOTES.md",
+    "description": "Say in NOTES.md what calc offers.",
+    "depends_on": ["a"],
+    "risk": "low",
+    "tool_hints": [],
+}
+_NOTES_EXECUTOR = [
+    {
+        "agent": "executor",
+        "tool_calls": [
+            {"name": "write_file", "input": {"path": "NOTES.md", "content": "add, subtract\n"}}
+        ],
+    },
+    {
+        "agent": "executor",
+        "tool_calls": [
+            {
+                "name": "submit",
+                "input": {
+                    "tasks_blocked": [],
+                    "task_comments": [],
+                    "new_subtasks": [],
+                    "learnings": [],
+                    "summary": "NOTES.md says what calc offers.",
+                },
+            }
+        ],
+    },
+]
+TWO_TASKS = [
+    *DEMO[:4],
+    _planner_with(DEMO[4]["tool_calls"][0]["input"]["iteration_plan"]["tasks"][0], _NOTES_TASK),
+    *DEMO[5:10],
+    *_NOTES_EXECUTOR,
+    *DEMO[10:],
+]
+"""Iteration 1 merges task a, then works on task b (with the model's latency)
+before its own merge: a window in which the first merge is only on the worker."""
+ASKING = [
+    *DEMO[:4],
+    {
+        "agent": "planner",
+        "tool_calls": [{"name": "ask_human", "input": {"question": "Is rounding in the spec?"}}],
+    },
+    *DEMO,
+]
+"""The planner asks in iteration 1 (STUCK); after the answer the demo runs."""
