@@ -4,6 +4,7 @@ egress proxy; their work gated and merged like the built-in executor's."""
 
 from __future__ import annotations
 
+import json
 import os
 import re
 from collections.abc import Iterator
@@ -91,3 +92,26 @@ def test_a_missing_key_is_the_persons_to_fix_and_starts_nothing(
     assert "environment variable SODA_TEST_NO_SUCH_KEY" in row["error"]
     assert not api.requests  # the CLI never started
     session.finish_run("done", "test")
+
+
+@pytest.mark.parametrize("backend", ["claude-code", "codex"])
+def test_a_task_whose_cli_breaks_a_test_is_refused_like_any_other(
+    tmp_path: Path, backend: str
+) -> None:
+    """The CLI's work meets the same gate: `add` made to subtract fails a test the
+    milestone passed, so nothing merges and the milestone keeps its `add`."""
+    server = StreamAPI(scripted("sed -i 's/return a + b/return a - b/' calc.py"))
+    server.start()
+    try:
+        model = "claude-sonnet-4-6" if backend == "claude-code" else "gpt-5-codex"
+        root = cli_project(tmp_path, backend, server, model=model)
+        session = run_once(root)
+        assert outcome(session) == "gate_failed"
+        # The CLI made its change, and the gate's run of it failed `add`'s test.
+        failed = [json.loads(r["report_json"])["failed"] for r in session.db["test_results"].rows]
+        assert any(any("test_add" in name for name in names) for names in failed), failed
+        milestone = git(root, "show", "soda/spec:calc.py")
+        assert "return a + b" in milestone and "return a - b" not in milestone
+        session.finish_run("done", "test")
+    finally:
+        server.close()
