@@ -182,7 +182,10 @@ def assert_done_once(server: Server, run: str, bare: str) -> dict[str, Any]:
 def test_four_runs_across_two_workers_reach_done(
     server: Server, workers: list[WorkerProcess], tmp_path: Path
 ) -> None:
-    urls = [remote_project(tmp_path, f"p{n}") for n in range(4)]
+    # Each answer takes 0.3 s, so a run holds its slot for seconds: a worker that
+    # took two runs has no room for the rest, however fast it finished its first
+    # iterations (at zero latency one worker could take all four in turn).
+    urls = [remote_project(tmp_path, f"p{n}", latency=0.3) for n in range(4)]
     runs = [submit(server, url) for url in urls]
     assert len(set(runs)) == 4
     again = fleet(server, "submit", urls[0])

@@ -40,10 +40,17 @@ def rotate_log(path: Path) -> None:
 def kill_tree(pid: int, state: Path) -> None:
     """SIGKILL a soda, every process below it and the commands its activity file names."""
     _, commands = read_activity(state)
-    for member in [*proc.descendants(pid), pid]:
-        with contextlib.suppress(ProcessLookupError, PermissionError):
-            os.kill(member, signal.SIGKILL)
+    # A daemon started in the foreground leads no group: it is stopped and killed by
+    # its pid; the tree below it is stopped first, so nothing it forks escapes.
+    _signal(pid, signal.SIGSTOP)
+    proc.kill_tree(pid)
+    _signal(pid, signal.SIGKILL)
     proc.kill_leftovers(commands)
+
+
+def _signal(pid: int, sig: signal.Signals) -> None:
+    with contextlib.suppress(ProcessLookupError, PermissionError):
+        os.kill(pid, sig)
 
 
 # --- working windows -----------------------------------------------------------

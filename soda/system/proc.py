@@ -90,7 +90,7 @@ def kill_live() -> int:
     in a signal handler: it takes no lock (the thread it interrupted may hold one)."""
     live = tuple(_live.values())  # one C-level copy under the GIL
     for command in live:
-        _kill_tree(command.pgid)
+        kill_tree(command.pgid)
     return len(live)
 
 
@@ -104,7 +104,7 @@ def interrupt_live() -> int:
     groups = [c.pgid for c in tuple(_live.values()) if c.pgid not in _lasting]  # GIL-atomic copy
     for pgid in groups:
         _interrupted.add(pgid)
-        _kill_tree(pgid)
+        kill_tree(pgid)
     return len(groups)
 
 
@@ -237,11 +237,11 @@ def run(
     _changed(proc.pid, LiveCommand(proc.pid, _label(argv), time.time(), start_ticks(proc.pid)))
     if interruptible and _stopping:  # the stop came while it started: it missed the list
         _interrupted.add(proc.pid)
-        _kill_tree(proc.pid)
+        kill_tree(proc.pid)
     try:
         timed_out = _wait_or_kill(proc, max(timeout, 0.0))
     except BaseException:  # Ctrl-C or a stop at once: nothing the command started survives
-        _kill_tree(proc.pid)
+        kill_tree(proc.pid)
         with contextlib.suppress(Exception):
             proc.wait(KILL_GRACE_S)
         raise
@@ -336,7 +336,7 @@ def _group_running(pgid: int) -> bool:
     return False
 
 
-def _kill_tree(pgid: int) -> None:
+def kill_tree(pgid: int) -> None:
     """SIGKILL the group and every process below its leader. The jail's inner bwrap
     has a group of its own and dies with its parent only once its setup has asked
     for that, so a stop at a command's start must name it; and a process may fork

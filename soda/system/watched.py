@@ -90,7 +90,7 @@ def run_watched(
     try:
         count, killed = _watch(child, lines, on_line, limits, stop, started)
     except BaseException:
-        proc._kill_tree(child.pid)
+        proc.kill_tree(child.pid)
         with contextlib.suppress(Exception):
             child.wait(proc.KILL_GRACE_S)
         raise
@@ -138,7 +138,7 @@ def _watch(
         if reason is None:
             reason = _limit(now, started, last, final_at, limits)
         if reason is not None:
-            proc._kill_tree(child.pid)
+            proc.kill_tree(child.pid)
             child.wait()
             return count, reason
     # Output closed; the child may still linger (a hang after its result).
@@ -146,7 +146,7 @@ def _watch(
     try:
         child.wait(timeout=max(grace, POLL_S))
     except subprocess.TimeoutExpired:
-        proc._kill_tree(child.pid)
+        proc.kill_tree(child.pid)
         child.wait()
         return count, "hung after its output ended"
     # Whatever it left running in its group (the group id cannot be reused while
