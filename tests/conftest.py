@@ -114,3 +114,20 @@ def repo(tmp_path: Path) -> Iterator[Path]:
     git(path, "add", "README.md")
     git(path, "commit", "-q", "-m", "initial")
     yield path
+
+
+@pytest.fixture(scope="module")
+def browser() -> Iterator[Any]:
+    """One headless Chromium per test module (the dashboard's tests)."""
+    from tests.web_helpers import chromium  # playwright: only where a test asks
+
+    with chromium() as context:
+        yield context
+
+
+@pytest.fixture
+def page(browser: Any) -> Iterator[Any]:
+    """A fresh page in the module's browser, closed after the test."""
+    page = browser.new_page()
+    yield page
+    page.close()

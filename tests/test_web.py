@@ -17,7 +17,7 @@ import pytest
 from soda.events import Events
 from soda.store.db import open_db
 from tests.conftest import soda, wait_for
-from tests.web_helpers import WebServer, chromium, screenshot, serving
+from tests.web_helpers import WebServer, screenshot, serving
 
 PAGES = ("/", "/history", "/iteration/1", "/iteration/2", "/tasks", "/events")
 
@@ -35,19 +35,6 @@ def demo(tmp_path_factory: pytest.TempPathFactory) -> Path:
 def server(demo: Path) -> Iterator[WebServer]:
     with serving(demo) as running:
         yield running
-
-
-@pytest.fixture(scope="module")
-def browser() -> Iterator[Any]:
-    with chromium() as context:
-        yield context
-
-
-@pytest.fixture
-def page(browser: Any) -> Iterator[Any]:
-    page = browser.new_page()
-    yield page
-    page.close()
 
 
 def inbox_files(root: Path) -> list[str]:

@@ -7,11 +7,8 @@ provenance `web`; a bad edit is refused with its reason and nothing is written."
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
-
-import pytest
 
 from soda.loop.run import Ending, run_loop
 from soda.store import questions
@@ -19,20 +16,7 @@ from soda.store.db import open_db
 from tests.plan_fakes import fake_model, new_project, open_session
 from tests.test_approve_edit import LoopThread, notes
 from tests.test_questions import PLAN, QUESTION, asking_executor, on_milestone
-from tests.web_helpers import chromium, screenshot, serving
-
-
-@pytest.fixture(scope="module")
-def browser() -> Iterator[Any]:
-    with chromium() as context:
-        yield context
-
-
-@pytest.fixture
-def page(browser: Any) -> Iterator[Any]:
-    page = browser.new_page()
-    yield page
-    page.close()
+from tests.web_helpers import screenshot, serving
 
 
 def inputs(root: Path) -> list[tuple[str, str, str]]:

@@ -247,16 +247,7 @@ def _provider(config: Config, ping: bool) -> str:
     if not ping:
         return f"{model_config.provider} ({where}); key present; --ping sends one tiny request"
     model = make_model(config, ignore_event)
-    answer = ToolSpec(
-        "submit",
-        "Answer.",
-        {
-            "type": "object",
-            "properties": {"ok": {"type": "boolean"}},
-            "required": ["ok"],
-            "additionalProperties": False,
-        },
-    )
+    answer = _ok_tool()
     response = model.complete(
         ModelRequest(
             agent="doctor",

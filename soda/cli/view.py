@@ -17,7 +17,7 @@ import typer
 from soda.cli.app import app, handled, out, project_of
 from soda.store import agent_calls
 from soda.store import events as event_rows
-from soda.store.events import EventRow
+from soda.store.events import EventRow, as_record, data_text
 from soda.system.clock import SYSTEM_CLOCK
 
 JSON_HELP = "Print one JSON object to stdout instead (for scripts)."
@@ -143,29 +143,11 @@ def _show_requests(state_dir: Path, number: int, logging: bool, as_json: bool) -
     out.print(render(calls), markup=False)
 
 
-def event_record(row: EventRow) -> dict[str, Any]:
-    """One event as a JSON object: id, ts, run_id, iteration (number), kind, data."""
-    event_id, ts, run_id, iteration, kind, data_json = row
-    try:
-        data = json.loads(data_json)
-    except ValueError:
-        data = data_json
-    return {
-        "id": event_id,
-        "ts": ts,
-        "run_id": run_id,
-        "iteration": iteration,
-        "kind": kind,
-        "data": data,
-    }
-
-
 def event_line(row: EventRow) -> str:
     """One event for people: time, iteration, kind and its data, compact."""
-    record = event_record(row)
+    record = as_record(row)
     where = f"#{record['iteration']}" if record["iteration"] is not None else "-"
-    data = record["data"]
-    text = json.dumps(data, separators=(", ", ": "), default=str) if data else ""
+    text = data_text(record["data"])
     return f"{record['ts']}  {where:>4}  {record['kind']:<20} {text}".rstrip()
 
 
@@ -205,7 +187,7 @@ def events(
     db = project_of(ctx).db
 
     def show(row: EventRow) -> None:
-        _write(json.dumps(event_record(row), default=str) if as_json else event_line(row))
+        _write(json.dumps(as_record(row), default=str) if as_json else event_line(row))
 
     try:
         last = event_rows.last_id(db)

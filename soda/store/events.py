@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
 from sqlite_utils import Database
@@ -15,6 +16,29 @@ _SELECT = (
     "SELECT e.id, e.ts, e.run_id, i.number, e.kind, e.data_json FROM events e"
     " LEFT JOIN iterations i ON i.id = e.iteration_id"
 )
+
+
+def as_record(row: EventRow) -> dict[str, Any]:
+    """One event as a JSON object: id, ts, run_id, iteration (number), kind, and
+    data (decoded; the stored text itself when it is not JSON)."""
+    event_id, ts, run_id, iteration, kind, data_json = row
+    try:
+        data = json.loads(data_json)
+    except ValueError:
+        data = data_json
+    return {
+        "id": event_id,
+        "ts": ts,
+        "run_id": run_id,
+        "iteration": iteration,
+        "kind": kind,
+        "data": data,
+    }
+
+
+def data_text(data: Any) -> str:
+    """An event's data on one line, compact ("" when there is none)."""
+    return json.dumps(data, separators=(", ", ": "), default=str) if data else ""
 
 
 def append(db: Database, row: dict[str, Any]) -> None:

@@ -11,7 +11,7 @@ from soda.human.approval import EDIT_TAKEN
 from soda.human.checks import waiting_plan
 from soda.store import agent_calls, history, test_results
 from soda.store import events as event_rows
-from soda.store.events import EventRow
+from soda.store.events import EventRow, as_record, data_text
 from soda.trace import SqliteTracker, Task
 from soda.web.shapes import Chart, bar_chart, cache_share, percent, plan_dag
 from soda.web.site import Site
@@ -236,14 +236,15 @@ def tasks_page(site: Site) -> dict[str, Any]:
 
 
 def event_record(row: EventRow) -> dict[str, Any]:
-    """One event for the page and the stream: id, ts, iteration, kind, data."""
-    event_id, ts, _, iteration, kind, data_json = row
-    try:
-        data = json.loads(data_json)
-    except ValueError:
-        data = data_json
-    text = json.dumps(data, separators=(", ", ": "), default=str) if data else ""
-    return {"id": event_id, "ts": ts, "iteration": iteration, "kind": kind, "text": text}
+    """One event for the page and the stream: id, ts, iteration, kind, data's text."""
+    record = as_record(row)
+    return {
+        "id": record["id"],
+        "ts": record["ts"],
+        "iteration": record["iteration"],
+        "kind": record["kind"],
+        "text": data_text(record["data"]),
+    }
 
 
 def events_page(site: Site, kind: str | None) -> dict[str, Any]:
