@@ -15,6 +15,7 @@ the claims is full: what an agent reads after 10,000 iterations.
 from __future__ import annotations
 
 import subprocess
+from collections.abc import Callable
 from pathlib import Path
 
 from soda.loop.session import Session
@@ -126,12 +127,16 @@ def _record(n: int, task_id: int, title: str, failed: bool) -> dict[str, object]
     }
 
 
-def commit_history(repo: Path, branch: str, count: int) -> None:
-    """`count` commits on `branch`, one new file each, with git fast-import."""
+def commit_history(
+    repo: Path, branch: str, count: int, subject: Callable[[int], str] | None = None
+) -> None:
+    """`count` commits on `branch`, one new file each, with git fast-import; the
+    n-th one's subject is `subject(n)` (by default the iteration's intent)."""
     head = git(repo, "rev-parse", branch)
     lines = []
     for n in range(1, count + 1):
-        message, content = f"Implement the {topic(n)} step", f"value = {n}\n"
+        message = subject(n) if subject else f"Implement the {topic(n)} step"
+        content = f"value = {n}\n"
         lines += [f"commit refs/heads/{branch}", f"mark :{n}"]
         lines += [f"committer soda <soda@example.invalid> {1_700_000_000 + n} +0000"]
         lines += [f"data {len(message)}", message]

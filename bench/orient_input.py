@@ -18,12 +18,12 @@ from __future__ import annotations
 
 import argparse
 import json
-import subprocess
 import sys
 import tempfile
 from pathlib import Path
 
 from local_api import NOT_MET, VERIFIED, anthropic_project, plan, responder, submit
+from mature_history import commit_history
 
 from soda.config import load
 from soda.loop.orient import orient
@@ -83,28 +83,7 @@ def seed(session: Session, past: int) -> None:
             },
         )
         session.store_learnings([f"fact {n} about the codebase"], "orient", iteration_id)
-    commit_history(session.config.root, session.milestone.branch, past)
-
-
-def commit_history(repo: Path, branch: str, count: int) -> None:
-    """`count` commits on `branch`, one new file each, with git fast-import."""
-    head = git(repo, "rev-parse", branch)
-    lines = []
-    for n in range(1, count + 1):
-        message, content = f"step {n}", f"value = {n}\n"
-        lines += [f"commit refs/heads/{branch}", f"mark :{n}"]
-        lines += [f"committer bench <bench@example.invalid> {1_700_000_000 + n} +0000"]
-        lines += [f"data {len(message)}", message]
-        lines += [f"from {head}" if n == 1 else f"from :{n - 1}"]
-        lines += [f"M 644 inline src/step_{n}.py", f"data {len(content)}", content]
-    data = ("\n".join(lines) + "\n").encode()
-    subprocess.run(["git", "fast-import", "--quiet"], cwd=repo, input=data, check=True)
-
-
-def git(cwd: Path, *args: str) -> str:
-    return subprocess.run(
-        ["git", *args], cwd=cwd, capture_output=True, text=True, check=True
-    ).stdout.strip()
+    commit_history(session.config.root, session.milestone.branch, past, lambda n: f"step {n}")
 
 
 def measure(past: int, max_learnings: int | None) -> dict[str, int]:
