@@ -31,6 +31,7 @@ from bench.effectiveness.fake import FAKE_MODEL_ID
 from bench.effectiveness.suite import Task
 from soda.cli.init import init_project
 from soda.config import Config, ModelConfig, ProjectConfig, load
+from soda.loop.recovery import pid_alive
 from soda.repo.git import commit_all, init_repo
 from soda.system.lifecycle import kill_leftovers
 
@@ -195,17 +196,7 @@ def _run_worker(argv: list[str], log: Path, timeout: float, repo_dir: Path) -> b
                 continue
         os.killpg(worker.pid, signal.SIGKILL)
         worker.wait()
-    kill_leftovers(repo_dir / "state", _alive)
-    return True
-
-
-def _alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
+    kill_leftovers(repo_dir / "state", pid_alive)
     return True
 
 
