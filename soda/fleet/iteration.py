@@ -15,7 +15,7 @@ from typing import Protocol, runtime_checkable
 from soda.contracts import HumanInput
 from soda.contracts.outcomes import RunStatus, TaskStatus
 from soda.errors import StructuralError
-from soda.fleet import checkout
+from soda.fleet import approval, checkout
 from soda.fleet.state import PROVENANCE, IterationReport, IterationRequest, IterationSummary
 from soda.human.write import write_input
 from soda.loop.asking import open_questions
@@ -117,6 +117,7 @@ def run_one(
     if request.fresh:
         held.close()
     config, fresh = checkout.prepare(home, request.settings, request.fresh)
+    config = approval.suspending(config)  # the workflow holds approval waits, not the worker
     if fresh:
         held.close()
         sha = checkout.landed(config, request.number)
@@ -153,6 +154,7 @@ def _iterate(
         session.model.position = request.model_position
     session.iterations_in_run = request.number - 1
     session.max_iterations = request.settings.max_iterations
+    approval.agree(session, request.approval)
     number = request.number
     progress.phase_of = lambda: (history.iteration(session.db, number) or {}).get("phase")
     started = time.monotonic()
@@ -177,7 +179,7 @@ def _iterate(
         round(seconds, 4),
     )
     position = session.model.position if isinstance(session.model, Positioned) else None
-    return IterationReport(
+    report = IterationReport(
         summary,
         progress.delivered(),
         position,
@@ -185,6 +187,8 @@ def _iterate(
         _open_tasks(session),
         _waiting_for(session),
     )
+    report.approval = approval.reported(session)
+    return report
 
 
 def _landed(worker: str, request: IterationRequest, sha: str) -> IterationReport:

@@ -397,3 +397,28 @@ def m008_forge(db: Database) -> None:
         CREATE TABLE forge_etags (url TEXT PRIMARY KEY, etag TEXT NOT NULL, body TEXT NOT NULL);
         """
     )
+
+
+@migration
+def m009_approvals(db: Database) -> None:
+    """Plans waiting for a person's approval across iterations (`[approval] wait =
+    "suspend"`, and every fleet run): the plan, its deadline (seconds since the
+    epoch) and how the wait ended."""
+    db.conn.executescript(
+        """
+        CREATE TABLE approvals (
+            id INTEGER PRIMARY KEY,
+            iteration_id INTEGER REFERENCES iterations(id),
+            iteration INTEGER NOT NULL,
+            plan_json TEXT NOT NULL,
+            timeout REAL NOT NULL,
+            deadline REAL NOT NULL,
+            status TEXT NOT NULL DEFAULT 'waiting'
+                CHECK (status IN ('waiting', 'approved', 'rejected')),
+            reason TEXT,
+            asked_at TEXT NOT NULL,
+            settled_at TEXT
+        );
+        CREATE INDEX approvals_status ON approvals(status);
+        """
+    )
