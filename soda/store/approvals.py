@@ -1,4 +1,4 @@
-"""Plans suspended until a person's verdict: the `approvals` table.
+"""Plans and merges suspended until a person's verdict: the `approvals` table.
 
 With `[approval] wait = "suspend"` (and in every fleet run) a plan that needs a
 person's approval does not hold its iteration: it is kept here, `waiting`, with
@@ -6,6 +6,12 @@ its deadline (seconds since the epoch), and the iteration ends. The next
 iteration acts on the verdict (`approved` or `rejected`, with its reason): a
 person's, or the timeout's once the deadline passed. A waiting plan outlives
 the process: it is a row.
+
+A merge the gate may not make alone waits the same way (kind `merge`): the
+row's plan is the waiting tasks, and `merge_json` lists what was kept of each
+(`soda.loop.act.held`): the commit of its work, the gate's reason and the items
+the person is asked to look at. One row per iteration: a second merge of the
+same iteration that needs a person joins it (`add_merge`).
 """
 
 from __future__ import annotations
@@ -16,7 +22,10 @@ from sqlite_utils import Database
 
 from soda.store.db import last_pk, now
 
-_COLUMNS = "id, iteration, plan_json, timeout, deadline, status, reason, asked_at, settled_at"
+_COLUMNS = (
+    "id, iteration, plan_json, timeout, deadline, status, reason, asked_at, settled_at,"
+    " kind, merge_json"
+)
 
 
 @dataclass(frozen=True)
@@ -33,6 +42,10 @@ class Approval:
     reason: str | None
     asked_at: str
     settled_at: str | None
+    kind: str = "plan"
+    """plan (the plan waits) or merge (merges of its tasks wait, `merge_json`)."""
+    merge_json: str | None = None
+    """For a merge: the kept merges, a JSON list (soda.loop.act.held)."""
 
 
 def wait(
@@ -43,8 +56,11 @@ def wait(
     plan_json: str,
     timeout: float,
     deadline: float,
+    kind: str = "plan",
+    merge_json: str | None = None,
 ) -> Approval:
-    """Keep iteration `iteration`'s plan as waiting for a verdict."""
+    """Keep iteration `iteration`'s plan (or, kind `merge`, its merges) as
+    waiting for a verdict."""
     row = {
         "iteration_id": iteration_id,
         "iteration": iteration,
@@ -53,6 +69,8 @@ def wait(
         "deadline": deadline,
         "status": "waiting",
         "asked_at": now(),
+        "kind": kind,
+        "merge_json": merge_json,
     }
     with db.conn:
         approval_id = last_pk(db.table("approvals").insert(row))
@@ -72,6 +90,19 @@ def waiting(db: Database) -> Approval | None:
         f"SELECT {_COLUMNS} FROM approvals WHERE status = 'waiting' ORDER BY id DESC LIMIT 1"
     ).fetchone()
     return Approval(*row) if row else None
+
+
+def add_merge(db: Database, approval_id: int, plan_json: str, merge_json: str) -> Approval:
+    """Another merge of the same iteration waits with the first: the row's plan
+    and kept merges as they are now."""
+    with db.conn:
+        db.execute(
+            "UPDATE approvals SET plan_json = ?, merge_json = ? WHERE id = ?",
+            [plan_json, merge_json, approval_id],
+        )
+    found = get(db, approval_id)
+    assert found is not None
+    return found
 
 
 def settle(db: Database, approval_id: int, approved: bool, reason: str) -> None:

@@ -160,5 +160,25 @@ def m009_approvals(db: Database) -> None:
     )
 
 
-MIGRATIONS = [m006_milestone_digest, m007_bounded_reads, m008_forge, m009_approvals]
+def m010_merge_approvals(db: Database) -> None:
+    """A merge the gate may not make alone waits like a plan (`[approval] wait =
+    "suspend"`): each wait's kind (plan or merge) and, for a merge, what was kept
+    of each waiting task (its work's commit under refs/soda/approvals/, the
+    gate's reason and the items the person is asked to look at)."""
+    db.conn.executescript(
+        """
+        ALTER TABLE approvals ADD COLUMN kind TEXT NOT NULL DEFAULT 'plan'
+            CHECK (kind IN ('plan', 'merge'));
+        ALTER TABLE approvals ADD COLUMN merge_json TEXT;
+        """
+    )
+
+
+MIGRATIONS = [
+    m006_milestone_digest,
+    m007_bounded_reads,
+    m008_forge,
+    m009_approvals,
+    m010_merge_approvals,
+]
 """In the order they apply (never reorder one that has shipped)."""
