@@ -15,7 +15,9 @@ plan is kept in `soda.store.approvals` with its deadline and the iteration ends;
 the next iteration takes the verdict, the same verdicts and edits, or rejects
 the plan once the deadline passed). soda fleet suspends, so the wait is a
 durable timer in its workflow and holds no worker. A merge the gate may not
-make alone always blocks."""
+make alone waits the same way: blocking in its iteration, or held for a later
+one with its work kept (soda.loop.act.held); its verdicts are approve and
+reject, with no edit."""
 
 from __future__ import annotations
 
@@ -147,9 +149,13 @@ def suspended_verdict(
     without waiting for it. A person's answer if it is in (on `waiting`, the plan
     an earlier iteration suspended, or else on iteration `it`'s plan), the
     timeout's rejection once `waiting`'s deadline passed; else the plan kept as
-    waiting (`soda.store.approvals`), and the caller ends the iteration."""
+    waiting (`soda.store.approvals`), and the caller ends the iteration. For
+    held merges (`waiting.kind` merge) only an approve or a reject answers."""
     number = waiting.iteration if waiting is not None else it.number
-    verdict = take_answer(queue, config, events, number, plan)
+    subject: IterationPlan | str = plan
+    if waiting is not None and waiting.kind == "merge":
+        subject = waiting_subject(waiting)
+    verdict = take_answer(queue, config, events, number, subject)
     if verdict is None and waiting is not None and epoch(clock) >= waiting.deadline:
         verdict = _verdict(events, number, False, f"no approval within {waiting.timeout:.0f}s")
     if verdict is not None:
@@ -180,10 +186,24 @@ def suspended_verdict(
 
 
 def waiting_line(waiting: Approval) -> str:
-    """What a suspended plan waits for, in one line."""
-    return f"waiting for approval of iteration {waiting.iteration}'s plan until " + moment(
-        waiting.deadline
-    )
+    """What a suspended plan (or held merge) waits for, in one line."""
+    return f"waiting for approval of {waiting_subject(waiting)} until {moment(waiting.deadline)}"
+
+
+def waiting_subject(waiting: Approval) -> str:
+    """"iteration N's plan", or "iteration N's merge of task T" (Trace ids)."""
+    if waiting.kind != "merge":
+        return f"iteration {waiting.iteration}'s plan"
+    plan = IterationPlan.model_validate_json(waiting.plan_json)
+    return merge_subject(waiting.iteration, [task.model_dump(mode="json") for task in plan.tasks])
+
+
+def merge_subject(number: int, tasks: list[dict[str, object]]) -> str:
+    """Iteration `number`'s merge of its tasks (contract `plan_task`'s JSON), named
+    by their Trace ids (their keys when they have none)."""
+    names = [str(task.get("task_id") or task.get("id")) for task in tasks]
+    noun = "task" if len(names) == 1 else "tasks"
+    return f"iteration {number}'s merge of {noun} {', '.join(names)}"
 
 
 def overdue(db: Database, clock: Clock = SYSTEM_CLOCK) -> Approval | None:

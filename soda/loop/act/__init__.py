@@ -9,6 +9,9 @@
     merge     merge.merge_task: catch up with the milestone, write the merge
               commit, test *that commit* on a clean checkout, gate against the
               tip, compare-and-swap the ref
+    held      held.Held: a merge that needs a person, with `[approval] wait =
+              "suspend"`, is held for a later iteration (its work kept); that
+              iteration merges it once approved, or records the rejection
 
 Agent commands and test runs execute in the jail (`soda.system.jail`). Work trees come
 from the checkout pool (`soda.repo.checkouts`) and go back, their branches deleted,
@@ -22,7 +25,7 @@ import contextlib
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
-from soda.contracts import IterationPlan
+from soda.contracts import IterationPlan, PlanTask
 from soda.contracts.outcomes import (
     FAILURE_OUTCOMES,
     AttemptStatus,
@@ -42,10 +45,13 @@ from soda.human.approval import (
     waiting_line,
 )
 from soda.loop.act.execute import ExecutionReport, TaskOutcome, execute_plan
+from soda.loop.act.held import Held, rejected_outcomes
+from soda.loop.act.merge import Deferred
 from soda.loop.act.records import skipped_recorder
 from soda.loop.act.task import PlanRun
 from soda.loop.context import Iteration
 from soda.loop.session import Session
+from soda.repo.workspace import Workspace
 from soda.store.approvals import Approval
 
 __all__ = ["ActResult", "TaskOutcome", "act"]
@@ -89,24 +95,31 @@ def act(
     waiting: Approval | None = None,
 ) -> ActResult:
     """Run the plan and land what passes the gate; the result says what happened.
-    `waiting`: the plan is one an earlier iteration suspended for approval."""
+    `waiting`: the plan (or the merges, kind merge) an earlier iteration
+    suspended for approval."""
     it.events.emit("act.start", {"intent": plan.intent, "tasks": len(plan.tasks)})
     if waiting is not None or needs_approval(plan, session.config.approval.risk_threshold):
         verdict = _approve_plan(session, it, plan, say, waiting)
         if isinstance(verdict, Approval):  # suspended: the next iteration acts on the answer
             return ActResult(IterationOutcome.AWAITING_APPROVAL, waiting_line(verdict))
+        if not verdict.approved and waiting is not None and waiting.kind == "merge":
+            return _merges_rejected(session, it, waiting, verdict.reason)
         if not verdict.approved:
             return ActResult(IterationOutcome.REJECTED, verdict.reason)
         plan = verdict.plan or plan  # the plan as a person edited it (approve --edit)
+    held = Held(session, it, waiting)  # approved merges to restore; merges held now
     session.jail.ensure_available()  # no jail, no agent commands (unless mode = none)
     baseline = milestone_tests(
         session.config, session.jail, session.db, session.checkouts, session.milestone.branch
     )
     it.events.emit("act.baseline", {"summary": baseline.summary()})
     _check_baseline(baseline, session)
-    run = PlanRun(
-        session, it, plan, baseline, lambda verdict: _ask_person(session, it, verdict, say)
-    )
+    def ask_person(
+        verdict: GateResult, ws: Workspace, task: PlanTask, summary: str
+    ) -> GateResult | Deferred:
+        return _ask_person(session, it, held, verdict, ws, task, summary, say)
+
+    run = PlanRun(session, it, plan, baseline, ask_person, held)
     try:
         report = execute_plan(
             plan,
@@ -124,8 +137,20 @@ def act(
     result = _result(report, baseline, run.landed)
     for outcome in report.merged:
         say(f"act: merged {outcome.task.id} ({outcome.task.title}) in {outcome.merged_commit}")
-    _record_trace(session, report, it.id)
+    _record_trace(session, report, it.id, held)
+    if held.waiting is not None:  # a merge waits for a person: the next iteration acts
+        merged = f"; merged {len(report.merged)} of {len(report.outcomes)} tasks"
+        result.outcome = IterationOutcome.AWAITING_APPROVAL
+        result.detail = waiting_line(held.waiting) + (merged if report.merged else "")
     return result
+
+
+def _merges_rejected(session: Session, it: Iteration, waiting: Approval, reason: str) -> ActResult:
+    """Merges an earlier iteration held, rejected (by a person or the deadline):
+    each task recorded as a rejected merge, its kept work dropped."""
+    report = ExecutionReport(rejected_outcomes(session, waiting, reason))
+    _record_trace(session, report, it.id)
+    return ActResult(IterationOutcome.REJECTED, reason, tasks=report.to_json())
 
 
 def _result(report: ExecutionReport, baseline: TestReport, landed: list[str]) -> ActResult:
@@ -220,9 +245,24 @@ def _wait_for_person(
 
 
 def _ask_person(
-    session: Session, it: Iteration, verdict: GateResult, say: Callable[[str], None]
-) -> GateResult:
-    """A change the gate may not merge on its own word waits in the approval queue."""
+    session: Session,
+    it: Iteration,
+    held: Held,
+    verdict: GateResult,
+    ws: Workspace,
+    task: PlanTask,
+    summary: str,
+    say: Callable[[str], None],
+) -> GateResult | Deferred:
+    """A change the gate may not merge on its own word waits for a person: in the
+    approval queue (`[approval] wait = "block"`), or held for a later iteration
+    (`"suspend"`). A held merge the person approved passes when the gate asks
+    only about what they saw."""
+    approved = held.pre_approved(verdict, ws)
+    if approved is not None:
+        return approved
+    if session.config.approval.wait == "suspend":
+        return held.hold(verdict, ws, task, summary, say)
     items = "\n".join(f"  - {item}" for item in verdict.approval[:20])
     answer = _wait_for_person(
         session, it, f"the merge needs a person: {verdict.reason}\n{items}", say
@@ -232,7 +272,9 @@ def _ask_person(
     return GateResult(False, f"{verdict.reason}; {answer.reason}")
 
 
-def _record_trace(session: Session, report: ExecutionReport, iteration_id: int) -> None:
+def _record_trace(
+    session: Session, report: ExecutionReport, iteration_id: int, held: Held | None = None
+) -> None:
     """Trace learns each task's end (skips were recorded as they happened)."""
     tracker = session.tracker
     for outcome in report.outcomes:
@@ -247,9 +289,8 @@ def _record_trace(session: Session, report: ExecutionReport, iteration_id: int) 
         elif outcome.status == TaskEnd.FAILED and outcome.failure == AttemptStatus.CONFLICT:
             tracker.block(task_id, f"conflicts with the milestone: {outcome.reason}")
         elif outcome.status == TaskEnd.WAITING:
-            tracker.comment(
-                task_id, "soda", f"waiting for an answer: {outcome.reason}", iteration_id
-            )
+            what = "approval of its merge" if held and held.holds(outcome.task) else "an answer"
+            tracker.comment(task_id, "soda", f"waiting for {what}: {outcome.reason}", iteration_id)
         elif outcome.status != TaskEnd.SKIPPED:
             what: str = outcome.failure or outcome.status
             if outcome.status == TaskEnd.COMPLETED:

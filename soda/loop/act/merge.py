@@ -10,6 +10,10 @@ the merge lock), each against the milestone tip *including earlier merges*:
                tip's own test report (the baseline, then each landed merge's)
     land       compare-and-swap of the milestone ref
 
+A merge the gate may not make on its own word goes to a person (`ask_person`):
+their answer, or, with `[approval] wait = "suspend"`, `Deferred`: the merge is
+held for a later iteration (soda.loop.act.held) and the task ends waiting.
+
 `MergeOutcome.tip_moved` says whether the milestone moved since the task forked
 (a sibling merged meanwhile): a conflict or a gate failure may then be the
 sibling's doing, and the task gets one more try on the new tip.
@@ -30,14 +34,23 @@ from soda.loop.context import Iteration
 from soda.loop.session import Session
 from soda.repo.workspace import Workspace, branch_head, land, prepare_merge
 
-AskPerson = Callable[[GateResult], GateResult]
-"""A gate verdict that needs a person's approval, and their answer."""
+
+@dataclass(frozen=True)
+class Deferred:
+    """The person answers in a later iteration: the merge is held (its work kept)."""
+
+    reason: str
+
+
+AskPerson = Callable[[GateResult, Workspace, PlanTask, str], GateResult | Deferred]
+"""A gate verdict that needs a person's approval (with the work tree, the task
+and the executor's summary), and their answer, or `Deferred`."""
 
 
 @dataclass
 class MergeOutcome:
     status: AttemptStatus
-    """merged, conflict, gate_failed or rejected."""
+    """merged, conflict, gate_failed, rejected, or waiting (held for a person)."""
     reason: str
     tip_moved: bool
     commit: str | None = None
@@ -98,7 +111,10 @@ def merge_task(
         },
     )
     if not verdict.ok and verdict.approval:
-        verdict = ask_person(verdict)
+        answer = ask_person(verdict, ws, task, summary)
+        if isinstance(answer, Deferred):
+            return MergeOutcome(AttemptStatus.WAITING, answer.reason, tip_moved, after=after)
+        verdict = answer
         if not verdict.ok:
             return MergeOutcome(AttemptStatus.REJECTED, verdict.reason, tip_moved, after=after)
     if not verdict.ok:

@@ -3,7 +3,9 @@
 Each attempt takes a work tree of its own from the pool, forked from the
 milestone tip as it is when the attempt starts, runs the executor there with
 its standing context (`brief`), commits, and then waits for the merge lock to
-gate and land its work (`merge`). The attempts of a task:
+gate and land its work (`merge`). A task whose merge an earlier iteration held
+for a person, who approved it (`held`), takes its kept work back in its first
+attempt and goes straight to the merge. The attempts of a task:
 
 - **on a sibling's merge**: an attempt that conflicts with the milestone, or
   fails the gate, after another task of the plan merged since it forked runs
@@ -38,6 +40,7 @@ from soda.gate.runner import TestReport
 from soda.loop.act.brief import executor_inputs, task_history
 from soda.loop.act.cli import cli_answer
 from soda.loop.act.execute import TaskOutcome
+from soda.loop.act.held import Held
 from soda.loop.act.merge import AskPerson, merge_task
 from soda.loop.act.pristine import Watched
 from soda.loop.act.records import LockedRecorder
@@ -84,6 +87,7 @@ class PlanRun:
         plan: IterationPlan,
         baseline: TestReport,
         ask_person: AskPerson,
+        held: Held | None = None,
     ) -> None:
         self.session = session
         self.it = it
@@ -92,6 +96,8 @@ class PlanRun:
         self.tip_report = baseline
         """The tests of the milestone tip: the baseline, then each landed merge's."""
         self.ask_person = ask_person
+        self.held = held
+        """Merges a person approved in an earlier iteration: their work is restored."""
         self.merge_lock = threading.Lock()
         self.landed: list[str] = []
         """The merge commits that landed, in landing order."""
@@ -195,7 +201,12 @@ class PlanRun:
         ws = session.checkouts.work(session.milestone.branch, branch)
         self._emit("act.workspace", task, path=str(ws.path), branch=ws.branch, attempt=number)
         kept = clean = False
+        held = self.held
+        approved = held.take(task) if held is not None and number == 1 else None
         try:
+            if held is not None and approved is not None and held.restore(approved, ws):
+                # its work back (no executor run): straight to the merge
+                return self._merge(ws, task, approved.result(), ws.head())
             resume = (
                 take_resume(session, self.it, task) if number == 1 else None
             )  # answered question
@@ -261,6 +272,8 @@ class PlanRun:
         finally:
             if not kept:
                 session.checkouts.release(ws, clean=clean)
+            if held is not None and approved is not None:
+                held.release(approved)
 
     def _merge(
         self, ws: Workspace, task: PlanTask, result: ExecuteResult, commit: str | None
