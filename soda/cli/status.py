@@ -21,7 +21,7 @@ from soda.config import Config
 from soda.contracts import IterationPlan
 from soda.forge import report as forge_report
 from soda.human import paused
-from soda.human.approval import plan_risk
+from soda.human.approval import plan_risk, waiting_what
 from soda.human.files import PROCESSED, REASON, REJECTED
 from soda.human.write import inbox_dir
 from soda.repo.milestone import milestone_branch
@@ -164,12 +164,21 @@ def _pending_approval(db: Database, iteration: int) -> dict[str, Any] | None:
 
 
 def _suspended(db: Database) -> dict[str, Any] | None:
-    """The plan suspended for approval (`[approval] wait = "suspend"`), if one waits."""
+    """The plan suspended for approval (`[approval] wait = "suspend"`), or the
+    merges held for it, if one waits."""
     waiting = approvals.waiting(db)
     if waiting is None:
         return None
+    until = f"until {moment(waiting.deadline)}"
+    if waiting.kind == "merge":
+        asked = "; ".join(
+            f"{merge['reason']}: {', '.join(merge['items'])}"
+            for merge in approvals.held_merges(waiting)
+        )
+        subject = f"the {waiting_what(waiting)} needs a person ({asked}), {until}"
+        return {"iteration": waiting.iteration, "subject": subject}
     plan = IterationPlan.model_validate_json(waiting.plan_json)
-    subject = f"the plan is {plan_risk(plan)} risk, until {moment(waiting.deadline)}"
+    subject = f"the plan is {plan_risk(plan)} risk, {until}"
     return {"iteration": waiting.iteration, "subject": subject}
 
 

@@ -24,7 +24,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import datetime
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from sqlite_utils import Database
 
@@ -192,18 +192,22 @@ def waiting_line(waiting: Approval) -> str:
 
 def waiting_subject(waiting: Approval) -> str:
     """"iteration N's plan", or "iteration N's merge of task T" (Trace ids)."""
+    return f"iteration {waiting.iteration}'s {waiting_what(waiting)}"
+
+
+def waiting_what(waiting: Approval) -> str:
+    """"plan", or "merge of task T" (of the tasks whose merges are held)."""
     if waiting.kind != "merge":
-        return f"iteration {waiting.iteration}'s plan"
+        return "plan"
     plan = IterationPlan.model_validate_json(waiting.plan_json)
-    return merge_subject(waiting.iteration, [task.model_dump(mode="json") for task in plan.tasks])
+    return merge_what([task.model_dump(mode="json") for task in plan.tasks])
 
 
-def merge_subject(number: int, tasks: list[dict[str, object]]) -> str:
-    """Iteration `number`'s merge of its tasks (contract `plan_task`'s JSON), named
-    by their Trace ids (their keys when they have none)."""
+def merge_what(tasks: list[dict[str, Any]]) -> str:
+    """"merge of task T" for held merges' tasks (contract `plan_task`'s JSON),
+    named by their Trace ids (their keys when they have none)."""
     names = [str(task.get("task_id") or task.get("id")) for task in tasks]
-    noun = "task" if len(names) == 1 else "tasks"
-    return f"iteration {number}'s merge of {noun} {', '.join(names)}"
+    return f"merge of {'task' if len(names) == 1 else 'tasks'} {', '.join(names)}"
 
 
 def overdue(db: Database, clock: Clock = SYSTEM_CLOCK) -> Approval | None:

@@ -14,7 +14,7 @@ from sqlite_utils import Database
 from soda.config import Config
 from soda.contracts import HumanInput, IterationPlan, validate
 from soda.errors import InputError, Violation
-from soda.human.approval import edit_problems, known_edit_problems
+from soda.human.approval import edit_problems, known_edit_problems, waiting_what
 from soda.store import approvals, events, history, questions, runs
 
 KEEP = "the original plan still waits"
@@ -74,6 +74,11 @@ def waiting_plan(db: Database, number: int) -> IterationPlan:
     """Iteration `number`'s plan as ORIENT left it (bound to Trace tasks)."""
     suspended = approvals.waiting(db)
     if suspended is not None and suspended.iteration == number:
+        if suspended.kind == "merge":
+            raise InputError(
+                f"iteration {number} waits for approval of its {waiting_what(suspended)},"
+                " not of a plan: approve or reject it (a merge has nothing to edit)"
+            )
         return IterationPlan.model_validate_json(suspended.plan_json)
     row = history.iteration(db, number)
     plan = (

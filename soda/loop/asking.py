@@ -14,7 +14,8 @@
 
 A plan suspended for a person's approval (`[approval] wait = "suspend"`) goes
 on the same way: the next iteration skips ORIENT with that plan
-(`approval_orientation`) and ACT takes the verdict.
+(`approval_orientation`) and ACT takes the verdict; so do merges held for
+approval (the plan of their tasks, whose kept work ACT restores once approved).
 
 ORIENT's agents ask through `orient_ask_tools`: their question ends ORIENT
 (`asked_orientation`: STUCK until the answer), and the next ORIENT gets the
@@ -35,6 +36,7 @@ from sqlite_utils import Database
 
 from soda.contracts import IterationPlan, Orientation, PlanTask
 from soda.events import notify
+from soda.human.approval import waiting_subject
 from soda.llm.base import Message, ToolCall, ToolResult
 from soda.repo.workspace import Workspace
 from soda.store import questions
@@ -278,14 +280,15 @@ def resume_orientation(session: Session, it: Iteration) -> Orientation | None:
 
 
 def approval_orientation(waiting: Approval) -> Orientation:
-    """ORIENT's place when a plan waits for approval (`[approval] wait =
-    "suspend"`): that plan again, not replanned; ACT takes the verdict on it."""
+    """ORIENT's place when a plan (or a merge) waits for approval (`[approval]
+    wait = "suspend"`): that plan again (or the plan of the held merges' tasks),
+    not replanned; ACT takes the verdict on it."""
     plan = IterationPlan.model_validate_json(waiting.plan_json)
     return Orientation(
         spec_satisfied=False,
         actionable_work_exists=True,
         confidence="medium",
-        summary=f"iteration {waiting.iteration}'s plan waits for approval: acting on the answer",
+        summary=f"{waiting_subject(waiting)} waits for approval: acting on the answer",
         task_updates=[],
         new_tasks=[],
         gaps=[],

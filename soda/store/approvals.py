@@ -16,7 +16,9 @@ same iteration that needs a person joins it (`add_merge`).
 
 from __future__ import annotations
 
+import json
 from dataclasses import dataclass
+from typing import Any
 
 from sqlite_utils import Database
 
@@ -46,6 +48,12 @@ class Approval:
     """plan (the plan waits) or merge (merges of its tasks wait, `merge_json`)."""
     merge_json: str | None = None
     """For a merge: the kept merges, a JSON list (soda.loop.act.held)."""
+
+
+def held_merges(approval: Approval) -> list[dict[str, Any]]:
+    """A merge row's kept merges as stored (soda.loop.act.held reads them as
+    `KeptMerge`); none for a plan's."""
+    return json.loads(approval.merge_json) if approval.merge_json else []
 
 
 def wait(

@@ -108,9 +108,9 @@ class KeptMerge:
 
 def kept_merges(waiting: Approval | None) -> list[KeptMerge]:
     """The merges a held-merge row keeps; none for a plan's."""
-    if waiting is None or waiting.kind != "merge" or not waiting.merge_json:
+    if waiting is None or waiting.kind != "merge":
         return []
-    return [KeptMerge.from_json(item) for item in json.loads(waiting.merge_json)]
+    return [KeptMerge.from_json(item) for item in approvals.held_merges(waiting)]
 
 
 def merges_plan(number: int, merges: list[KeptMerge]) -> IterationPlan:
@@ -132,6 +132,8 @@ class Held:
     def __init__(self, session: Session, it: Iteration, approved: Approval | None) -> None:
         self.session = session
         self.it = it
+        if approved is not None and approved.kind == "merge":
+            approved = approvals.get(session.db, approved.id)  # as settled, with the reason
         self.approved = approved if approved is not None and approved.kind == "merge" else None
         self._to_restore = {merge.task.id: merge for merge in kept_merges(self.approved)}
         self._restored: dict[str, KeptMerge] = {}
