@@ -114,6 +114,7 @@ def act(
     )
     it.events.emit("act.baseline", {"summary": baseline.summary()})
     _check_baseline(baseline, session)
+
     def ask_person(
         verdict: GateResult, ws: Workspace, task: PlanTask, summary: str
     ) -> GateResult | Deferred:
@@ -289,8 +290,9 @@ def _record_trace(
         elif outcome.status == TaskEnd.FAILED and outcome.failure == AttemptStatus.CONFLICT:
             tracker.block(task_id, f"conflicts with the milestone: {outcome.reason}")
         elif outcome.status == TaskEnd.WAITING:
-            what = "approval of its merge" if held and held.holds(outcome.task) else "an answer"
-            tracker.comment(task_id, "soda", f"waiting for {what}: {outcome.reason}", iteration_id)
+            awaited = "approval of its merge" if held and held.holds(outcome.task) else "an answer"
+            text = f"waiting for {awaited}: {outcome.reason}"
+            tracker.comment(task_id, "soda", text, iteration_id)
         elif outcome.status != TaskEnd.SKIPPED:
             what: str = outcome.failure or outcome.status
             if outcome.status == TaskEnd.COMPLETED:

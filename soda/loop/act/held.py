@@ -30,6 +30,7 @@ pushes and fetches them), so a run moved to another worker still has the work.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import re
 from collections.abc import Callable
@@ -259,7 +260,5 @@ def rejected_outcomes(session: Session, waiting: Approval, reason: str) -> list[
 
 
 def _delete_ref(session: Session, ref: str) -> None:
-    try:
+    with contextlib.suppress(git.GitCommandError):  # already gone
         session.repo.git.update_ref("-d", ref)
-    except git.GitCommandError:
-        pass  # already gone
