@@ -191,12 +191,12 @@ def waiting_line(waiting: Approval) -> str:
 
 
 def waiting_subject(waiting: Approval) -> str:
-    """ "iteration N's plan", or "iteration N's merge of task T" (Trace ids)."""
+    """What waits, named: `iteration N's plan` or `iteration N's merge of task T`."""
     return f"iteration {waiting.iteration}'s {waiting_what(waiting)}"
 
 
 def waiting_what(waiting: Approval) -> str:
-    """ "plan", or "merge of task T" (of the tasks whose merges are held)."""
+    """The `plan`, or the `merge of task T` (the tasks whose merges are held)."""
     if waiting.kind != "merge":
         return "plan"
     plan = IterationPlan.model_validate_json(waiting.plan_json)
@@ -204,7 +204,7 @@ def waiting_what(waiting: Approval) -> str:
 
 
 def merge_what(tasks: list[dict[str, Any]]) -> str:
-    """ "merge of task T" for held merges' tasks (contract `plan_task`'s JSON),
+    """The `merge of task T` of held merges' tasks (contract `plan_task`'s JSON),
     named by their Trace ids (their keys when they have none)."""
     names = [str(task.get("task_id") or task.get("id")) for task in tasks]
     return f"merge of {'task' if len(names) == 1 else 'tasks'} {', '.join(names)}"
