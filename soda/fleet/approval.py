@@ -8,19 +8,37 @@ durable timer with no worker. Before the next iteration, wherever it runs, the
 worker's record is made to agree: a fresh record gets the waiting plan again
 (with the Trace tasks it names), and a wait whose timer fired is expired there,
 so the loop rejects the plan whatever the worker's clock says.
+
+A merge the gate may not make alone is held the same way (soda.loop.act.held):
+the report carries the held merges, and the work they keep under
+refs/soda/approvals/ goes to the remote with the milestone (`push_kept`), so
+the worker that runs the next iteration, wherever it is, fetches it (`agree`)
+and merges it once approved, or drops it on a rejection.
 """
 
 from __future__ import annotations
 
 import json
 import sqlite3
+import time
+from collections.abc import Callable
+from typing import Any
+
+import git
 
 from soda.config import Config
 from soda.contracts import IterationPlan
+from soda.errors import TransientError
 from soda.fleet.state import ApprovalWait
+from soda.human.approval import waiting_what
+from soda.loop.act.held import KEPT_REF
 from soda.loop.session import Session
 from soda.repo.milestone import milestone_name
 from soda.store import approvals, tasks
+
+KEPT_REFSPEC = "+" + KEPT_REF.format("*") + ":" + KEPT_REF.format("*")
+"""The held merges' kept work, the same refs on the worker and on the remote."""
+KEPT_PUSH_ATTEMPTS = 5
 
 
 def suspending(config: Config) -> Config:
@@ -47,17 +65,24 @@ def reported(session: Session) -> ApprovalWait | None:
         waiting.deadline,
         known,
         session.config.plan.max_tasks,
+        kind=waiting.kind,
+        what=waiting_what(waiting),
+        merges=approvals.held_merges(waiting),
     )
 
 
 def agree(session: Session, approval: ApprovalWait | None) -> None:
-    """Before an iteration: the worker's record holds the plan the workflow says
-    waits (a fresh record has none yet), expired when its timer fired."""
+    """Before an iteration: the worker's record holds the plan (or the held
+    merges) the workflow says waits (a fresh record has none yet), expired when
+    its timer fired; held merges' kept work is fetched from the remote."""
     if approval is None:
         return
+    if approval.kind == "merge":
+        fetch_kept(session)
     waiting = approvals.waiting(session.db)
     if waiting is None or waiting.iteration != approval.iteration:
         plan = _with_tasks(session, IterationPlan.model_validate(approval.plan))
+        merges = _with_merge_tasks(approval.merges, plan)
         waiting = approvals.wait(
             session.db,
             iteration_id=None,
@@ -65,6 +90,8 @@ def agree(session: Session, approval: ApprovalWait | None) -> None:
             plan_json=plan.model_dump_json(),
             timeout=approval.timeout,
             deadline=approval.deadline,
+            kind=approval.kind,
+            merge_json=json.dumps(merges) if approval.kind == "merge" else None,
         )
     if approval.expired:
         approvals.expire(session.db, waiting.id)
@@ -88,3 +115,49 @@ def _with_tasks(session: Session, plan: IterationPlan) -> IterationPlan:
             task = task.model_copy(update={"task_id": tasks.insert(*fields)})
         bound.append(task)
     return plan.model_copy(update={"tasks": bound})
+
+
+def _with_merge_tasks(merges: list[dict[str, Any]], plan: IterationPlan) -> list[dict[str, Any]]:
+    """The held merges with their tasks as `plan` has them (bound to this record)."""
+    by_key = {task.id: task.model_dump(mode="json") for task in plan.tasks}
+    return [{**merge, "task": by_key.get(merge["task"]["id"], merge["task"])} for merge in merges]
+
+
+def fetch_kept(session: Session) -> None:
+    """The held merges' kept work from the remote (a fresh clone has none)."""
+    try:
+        session.repo.git.fetch("origin", KEPT_REFSPEC)
+    except git.GitCommandError as exc:
+        raise TransientError(f"cannot fetch the work kept for approval: {_last(exc)}") from exc
+
+
+def push_kept(
+    config: Config,
+    before: ApprovalWait | None,
+    after: ApprovalWait | None,
+    say: Callable[[str], None] | None = None,
+) -> None:
+    """After an iteration that held merges, or acted on held ones: the remote's
+    kept refs made the worker's (new ones pushed, spent ones deleted), before the
+    report says what waits. Retried; a TransientError when it never succeeds."""
+    if not any(wait is not None and wait.kind == "merge" for wait in (before, after)):
+        return
+    repo = git.Repo(config.root)
+    wait = 0.5
+    for attempt in range(1, KEPT_PUSH_ATTEMPTS + 1):
+        try:
+            repo.git.push("--prune", "origin", KEPT_REFSPEC)
+            return
+        except git.GitCommandError as exc:
+            why = _last(exc)
+            if attempt == KEPT_PUSH_ATTEMPTS:
+                raise TransientError(f"cannot push the work kept for approval: {why}") from exc
+            if say:
+                say(f"push of the work kept for approval failed ({why}); again in {wait:g} s")
+            time.sleep(wait)
+            wait *= 2
+
+
+def _last(exc: git.GitCommandError) -> str:
+    lines = str(exc.stderr or exc).strip().splitlines()
+    return lines[-1].strip() if lines else str(exc)

@@ -165,6 +165,11 @@ async def send_plan_edit(client: Client, run: str, number: int, text: str) -> Hu
             f"no plan of iteration {number} of {run} waits for approval ({shown});"
             " see `soda fleet status`"
         )
+    if waiting.get("kind") == "merge":
+        raise InputError(
+            f"iteration {number} of {run} waits for approval of its {waiting['what']}, not of"
+            " a plan: approve or reject it (a merge has nothing to edit)"
+        )
     plan = checked_known_plan_edit(text, set(waiting["known_tasks"]), int(waiting["max_tasks"]))
     if plan == IterationPlan.model_validate(waiting["plan"]):
         return await send(client, run, {"kind": "approve", "target": number})

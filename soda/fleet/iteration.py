@@ -188,6 +188,7 @@ def _iterate(
         _waiting_for(session),
     )
     report.approval = approval.reported(session)
+    approval.push_kept(session.config, request.approval, report.approval, say)
     return report
 
 

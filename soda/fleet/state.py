@@ -79,13 +79,16 @@ class IterationSummary:
 
 @dataclass
 class ApprovalWait:
-    """A plan that waits for a person's approval, held by the workflow (a durable
-    timer, no worker): what a worker needs to go on with it, wherever it runs."""
+    """A plan (or merges the gate may not make alone) that waits for a person's
+    approval, held by the workflow (a durable timer, no worker): what a worker
+    needs to go on with it, wherever it runs."""
 
     iteration: int
-    """The iteration whose plan waits: `soda fleet approve|reject RUN N` name it."""
+    """The iteration whose plan (or merge) waits: `soda fleet approve|reject RUN N`
+    name it."""
     plan: dict[str, Any]
-    """The plan (contract `plan`), as small as ORIENT made it."""
+    """The plan (contract `plan`), as small as ORIENT made it; for held merges,
+    the plan of their tasks."""
     timeout: float
     deadline: float
     """Seconds since the epoch; the workflow's timer fires then."""
@@ -95,6 +98,13 @@ class ApprovalWait:
     """`[plan] max_tasks` of the run's config (an edit may have no more)."""
     expired: bool = False
     """The timer fired with no verdict: the next iteration rejects the plan."""
+    kind: str = "plan"
+    """plan, or merge: merges held for a person (soda.loop.act.held)."""
+    what: str = "plan"
+    """What waits, as `soda fleet status` names it: the plan, or the merge of task T."""
+    merges: list[dict[str, Any]] = field(default_factory=list)
+    """For held merges: each task's kept merge (its commit under
+    refs/soda/approvals/, which the worker pushed; the gate's reason and items)."""
 
 
 @dataclass
@@ -204,10 +214,11 @@ def status_of(state: RunState, status: str) -> dict[str, Any]:
 def waiting_line(approval: ApprovalWait | None) -> str | None:
     if approval is None:
         return None
+    what = f"approval of iteration {approval.iteration}'s {approval.what}"
     if approval.expired:
-        return f"approval of iteration {approval.iteration}'s plan: timed out, rejecting it"
+        return f"{what}: timed out, rejecting it"
     return (
-        f"approval of iteration {approval.iteration}'s plan until {moment(approval.deadline)}"
+        f"{what} until {moment(approval.deadline)}"
         f" (soda fleet approve|reject RUN {approval.iteration})"
     )
 
