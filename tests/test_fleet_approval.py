@@ -2,7 +2,9 @@
 workflow, which waits with a durable timer while no worker holds the run (the
 worker's slot is free for another run), and the next iteration, on whichever
 worker, runs the plan as approved or edited, or rejects it at the deadline
-even when every worker was down while it passed. The real Temporal dev
+even when every worker was down while it passed. A merge the gate may not make
+alone waits the same way, its work kept on the remote, and lands through
+another worker when the one that held it is lost. The real Temporal dev
 server, `soda worker`s as real subprocesses, bare remotes, the real jail; the
 only fake is the scripted model committed in each sample project."""
 
@@ -19,10 +21,11 @@ import pytest
 
 from soda.fleet.iteration import HeldRun, Progress, run_one
 from soda.fleet.state import HumanSignal, IterationRequest, RunSettings
-from tests.conftest import wait_for
+from tests.conftest import git, wait_for
 from tests.fleet_helpers import DEMO, WorkerProcess, describe, remote_project, start_worker
 from tests.fleet_helpers import wait_status as wait_for_status
 from tests.test_fleet import RUN_SECONDS, Server, fleet, landed, submit, worker_db
+from tests.test_merge_approval import conftest_script
 
 
 @pytest.fixture(scope="module")
@@ -248,3 +251,116 @@ def test_a_fresh_worker_takes_up_the_waiting_plan_from_the_workflow(tmp_path: Pa
     finally:
         first_worker.close()
         second_worker.close()
+
+
+# --- merges the gate may not make alone ---------------------------------------
+
+KEPT = "refs/soda/approvals/1-a"
+
+
+def remote_ref(url: str, name: str) -> str | None:
+    return git(Path(url), "for-each-ref", "--format=%(objectname)", name) or None
+
+
+def test_a_fresh_worker_merges_a_held_merge_from_the_remote(tmp_path: Path) -> None:
+    """The worker's part without Temporal: the held merge's work reaches the
+    remote with the report; a fresh worker given the approval fetches it and
+    merges it (the gate run again there), and the kept ref goes."""
+    url = remote_project(tmp_path, "kept", conftest_script())
+    settings = RunSettings(url)
+    first_worker, second_worker = HeldRun(), HeldRun()
+    try:
+        first = run_one(
+            tmp_path / "a",
+            "a",
+            IterationRequest("run", settings, 1, True, [], [], None, []),
+            Progress(),
+            print,
+            first_worker,
+        )
+        assert (first.summary.ending, first.summary.outcome) == ("stuck", "awaiting_approval")
+        waiting = first.approval
+        assert waiting is not None and waiting.kind == "merge"
+        assert waiting.what == "merge of task 2"
+        (kept,) = waiting.merges
+        assert remote_ref(url, KEPT) == kept["commit"]  # pushed before the report
+        approve = HumanSignal(1, "approve", {"kind": "approve", "target": 1})
+        second = run_one(
+            tmp_path / "b",
+            "b",
+            IterationRequest(
+                "run",
+                settings,
+                2,
+                True,
+                [first.summary],
+                [approve],
+                first.model_position,
+                [],
+                waiting,
+            ),
+            Progress(),
+            print,
+            second_worker,
+        )
+        assert (second.summary.ending, second.summary.outcome) == ("continue", "merged")
+        assert second.approval is None and second.delivered == [1]
+        assert landed(url) == ["2"]
+        assert "the project's shared" in git(Path(url), "show", "soda/spec:tests/conftest.py")
+        assert remote_ref(url, KEPT) is None  # spent: deleted on the remote too
+        session = second_worker.session
+        assert session is not None
+        assert session.tracker.show(2).status == "closed"
+        calls = session.db.execute("SELECT count(*) FROM agent_calls WHERE agent = 'executor'")
+        assert calls.fetchone()[0] == 0  # the kept work merged: no executor ran here
+    finally:
+        first_worker.close()
+        second_worker.close()
+
+
+def test_a_held_merge_outlives_its_worker_and_lands_on_another(
+    server: Server, workers: list[WorkerProcess], tmp_path: Path
+) -> None:
+    workers.append(start_worker(server.address, tmp_path, "holder", slots=1))
+    url = remote_project(tmp_path, "held", conftest_script())
+    run = submit(server, url)
+    held = waiting_for_approval(server, run, 1)
+    status = held["status"]
+    assert status["worker"] is None  # the wait holds no worker
+    assert status["waiting_for"].startswith("approval of iteration 1's merge of task 2 until ")
+    assert rows(held) == [(1, "STUCK", "awaiting_approval")]
+    waiting = held["approval"]
+    assert waiting["kind"] == "merge"
+    (kept,) = waiting["merges"]
+    assert kept["items"] == ["changes test infrastructure: tests/conftest.py"]
+    assert remote_ref(url, KEPT) == kept["commit"] and landed(url) == []
+    shown = fleet(server, "status", run)
+    assert "waiting_for: approval of iteration 1's merge of task 2 until" in shown.output
+    path = tmp_path / "plan.json"
+    path.write_text(json.dumps(waiting["plan"]))
+    edit = fleet(server, "approve", run, "1", "--edit", str(path))
+    assert edit.exit_code == 2 and "nothing to edit" in edit.output, edit.output
+    # The worker that held the run (its checkout, its record, the kept ref) is
+    # lost during the wait; the approval lands through another one.
+    workers[0].kill()
+    workers.append(start_worker(server.address, tmp_path, "taker", slots=1))
+    assert fleet(server, "approve", run, "1").exit_code == 0
+    done = wait_for_status(server.address, run, {"done"}, RUN_SECONDS)
+    assert rows(done) == [
+        (1, "STUCK", "awaiting_approval"),
+        (2, "CONTINUE", "merged"),
+        (3, "DONE", "done"),
+    ]
+    assert [h["worker"] for h in done["history"]] == [workers[0].name] + [workers[1].name] * 2
+    assert landed(url) == ["2"]
+    assert "the project's shared" in git(Path(url), "show", "soda/spec:tests/conftest.py")
+    assert remote_ref(url, KEPT) is None
+    (restored,) = events(workers[1], run, "act.task.restored")
+    assert restored["commit"] == kept["commit"]
+    gate = events(workers[1], run, "act.gate")
+    assert [(g["plan"], g["approval"]) for g in gate] == [(2, kept["items"])]
+    (verdict,) = events(workers[1], run, "approval.verdict")
+    assert verdict == {"iteration": 1, "approved": True, "reason": "approved by a person: approved"}
+    with sqlite3.connect(worker_db(workers[1], run)) as db:
+        calls = db.execute("SELECT count(*) FROM agent_calls WHERE agent = 'executor'")
+        assert calls.fetchone()[0] == 0
