@@ -178,3 +178,75 @@ def test_an_approval_counts_only_for_what_the_person_saw(tmp_path: Path) -> None
     assert again(session).ending is Ending.DONE
     assert git(root, "show", "soda/spec:tests/conftest.py") + "\n" == CONFTEST
     assert ref(root, "refs/soda/approvals/2-a") is None
+
+
+def two_held_script() -> list[dict[str, Any]]:
+    """Two independent tasks, each adding a conftest.py: both merges are held."""
+    script = conftest_script()
+    planner = copy.deepcopy(script[4])
+    tasks = planner["tool_calls"][0]["input"]["iteration_plan"]["tasks"]
+    tasks.append(
+        {
+            "id": "b",
+            "task_id": None,
+            "title": "Write NOTES.md",
+            "description": "Say in NOTES.md what calc offers.",
+            "depends_on": [],
+            "risk": "low",
+            "tool_hints": [],
+        }
+    )
+    notes = [
+        {
+            "agent": "executor",
+            "tool_calls": [
+                {"name": "write_file", "input": {"path": "NOTES.md", "content": "calc\n"}},
+                {"name": "write_file", "input": {"path": "conftest.py", "content": CONFTEST}},
+            ],
+        },
+        {
+            "agent": "executor",
+            "tool_calls": [
+                {
+                    "name": "submit",
+                    "input": {
+                        "tasks_blocked": [],
+                        "task_comments": [],
+                        "new_subtasks": [],
+                        "learnings": [],
+                        "summary": "NOTES.md says what calc offers.",
+                    },
+                }
+            ],
+        },
+    ]
+    return [*script[:4], planner, *script[5:10], *notes, *script[10:]]
+
+
+def test_two_held_merges_wait_together_and_land_together(tmp_path: Path) -> None:
+    from soda.config import load
+
+    root = project(tmp_path, two_held_script())
+    config = root / "soda.toml"
+    text = config.read_text().replace('wait = "block"', 'wait = "suspend"')
+    config.write_text(text.replace("max_parallel_tasks = 3", "max_parallel_tasks = 1"))
+    session = Session.open(load(config))
+    first = again(session)
+    assert first.ending is Ending.STUCK
+    assert first.reason.startswith("waiting for approval of iteration 1's merge of tasks 2, 3 ")
+    (held,) = session.db.query("SELECT merge_json FROM approvals")
+    kept = json.loads(held["merge_json"])
+    assert [(k["task"]["id"], k["items"]) for k in kept] == [
+        ("a", ["changes test infrastructure: tests/conftest.py"]),
+        ("b", ["changes test infrastructure: conftest.py"]),
+    ]
+    assert ref(root) and ref(root, "refs/soda/approvals/1-b")
+    assert soda("approve", "1", cwd=root).returncode == 0
+    assert again(session).ending is Ending.DONE
+    assert rows(session)[1] == (2, "CONTINUE", "merged")
+    assert act_of(session, 2)["detail"] == "merged 2 of 2 tasks"
+    assert executor_calls(session) == 7
+    for path in ("tests/conftest.py", "conftest.py", "NOTES.md", "calc.py"):
+        assert git(root, "show", f"soda/spec:{path}")
+    assert ref(root) is None and ref(root, "refs/soda/approvals/1-b") is None
+    assert {session.tracker.show(n).status for n in (2, 3)} == {"closed"}

@@ -190,10 +190,11 @@ class ApprovalConfig(Section):
     """Seconds a plan waits for approval before it is rejected (above 0, up to
     2592000: 30 days)."""
     wait: Literal["block", "suspend"] = "block"
-    """How a plan waits for its approval: "block" (its iteration waits, counting
-    the timeout) or "suspend" (the plan is kept and the iteration ends STUCK; the
-    next iteration runs or rejects it, without planning again, once the verdict
-    or the timeout came). soda fleet always suspends."""
+    """How a plan (or a merge the gate may not make alone) waits for its
+    approval: "block" (its iteration waits, counting the timeout) or "suspend"
+    (the plan, or the merge's work, is kept and the iteration ends STUCK; the next
+    iteration runs, merges or rejects it, without planning again, once the
+    verdict or the timeout came). soda fleet always suspends."""
 
 
 class SandboxConfig(Section):
