@@ -61,8 +61,10 @@ async def serve(
         loop.add_signal_handler(sig, stop.set)
     async with shared, pinned:
         offered.say(f"up: namespace {client.namespace}, queue {own}, {slots} slots")
-        if ready is not None:
-            ready.write_text(name, encoding="utf-8")
+        if ready is not None:  # whole or absent: a reader never sees it half written
+            partial = ready.with_name(ready.name + ".partial")
+            partial.write_text(name, encoding="utf-8")
+            partial.replace(ready)
         await stop.wait()
     await offered.close_all()
     offered.say("stopped")
