@@ -176,8 +176,9 @@ class Held:
         return GateResult(True, f"{verdict.reason}; {reason} (iteration {self.approved.iteration})")
 
     def release(self, kept: KeptMerge) -> None:
-        """The kept work is in a work tree now (merged, or going on there): its
-        ref goes."""
+        """The attempt with the kept work ended (merged, held again, or failed:
+        a retry is new work, which the approval does not cover): its ref goes."""
+        self._restored = {branch: k for branch, k in self._restored.items() if k is not kept}
         _delete_ref(self.session, kept.ref)
 
     # --- a merge held now --------------------------------------------------------
