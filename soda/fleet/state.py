@@ -3,15 +3,18 @@
 The workflow holds decisions and what must outlive any one machine: the run's
 settings, the iterations finished (a small summary each, never a transcript),
 the person's inputs not yet delivered to a worker, the control flags, where the
-scripted model stands in its script, and where the run is placed. Transcripts
-and diffs stay in the worker's SQLite; the git remote holds the code.
+scripted model stands in its script, the learnings and the Trace tasks not yet
+closed (bounded: `MAX_CARRIED_TASKS`, `MAX_TASK_TEXT`), and where the run is
+placed. Transcripts and diffs stay in the worker's SQLite; the git remote holds
+the code, and (`report_json`) the report of an iteration that merged.
 """
 
 from __future__ import annotations
 
 import hashlib
+import json
 import re
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field
 from typing import Any
 
 WORKFLOW_TYPE = "SodaRun"
@@ -24,6 +27,11 @@ MAX_HISTORY = 500
 """Finished iterations a run keeps in its state (the oldest drop off)."""
 MEMO_HISTORY = 100
 """Finished iterations shown by `soda fleet history` when no worker answers."""
+MAX_CARRIED_TASKS = 40
+"""Trace tasks a run carries from worker to worker: the root, the unfinished
+ones (lowest ids first) and the few last closed."""
+MAX_TASK_TEXT = 1000
+"""Characters of a carried task's description (its title: 200, its reason: 300)."""
 
 
 @dataclass
@@ -42,6 +50,9 @@ class RunSettings:
     place_seconds: float = 60.0
     """An iteration its worker does not start within this long is placed elsewhere."""
     max_iterations: int = 50
+    keep_checkout: bool = False
+    """Keep the run's clone and record in its worker's cache after the run ends
+    (to look into them); by default the worker removes them."""
 
 
 @dataclass
@@ -70,7 +81,24 @@ class IterationSummary:
     cost_usd: float = 0.0
     worker: str = ""
     seconds: float = 0.0
-    """How long `run_iteration` took on the worker (what the fleet adds is the rest)."""
+    """How long `run_iteration` took on the worker, less the pushes after its
+    merges (what the fleet adds is the rest)."""
+
+
+@dataclass
+class CarriedTask:
+    """One Trace task as the run carries it to its next worker, which recreates
+    it with the same id (`soda.fleet.checkout.rebuild`). The root's description
+    (the spec) is not carried: the new worker reads the spec itself."""
+
+    id: int
+    title: str
+    status: str
+    """open, in_progress, blocked or closed (soda.contracts.outcomes.TaskStatus)."""
+    parent_id: int | None = None
+    description: str = ""
+    reason: str | None = None
+    risk: str = "low"
 
 
 @dataclass
@@ -87,6 +115,10 @@ class IterationRequest:
     pending: list[HumanSignal]
     model_position: int | None
     learnings: list[str]
+    tasks: list[CarriedTask] = field(default_factory=list)
+    """The Trace tasks the run carries (a fresh worker recreates them)."""
+    token: str = ""
+    """The run's `RunState.token`: a report on the remote is this run's only if it says so."""
 
 
 @dataclass
@@ -101,6 +133,8 @@ class IterationReport:
     open_tasks: int
     waiting_for: str | None
     """A question or approval the run waits for, in one line."""
+    tasks: list[CarriedTask] = field(default_factory=list)
+    """The Trace tasks after the iteration, bounded (what the next worker recreates)."""
 
 
 @dataclass
@@ -120,7 +154,14 @@ class RunState:
     model_position: int | None = None
     learnings: list[str] = field(default_factory=list)
     open_tasks: int = 0
+    tasks: list[CarriedTask] = field(default_factory=list)
     placement: Placement | None = None
+    kept_on: Placement | None = None
+    """The worker whose cache holds the run's checkout while the run waits (told
+    to forget it when the run ends)."""
+    token: str = ""
+    """The first execution's Temporal run id: tells this run apart from an
+    earlier one of the same id (submitted again after it ended)."""
     fresh: bool = True
     paused: bool = False
     stopping: bool = False
@@ -170,3 +211,21 @@ def status_of(state: RunState, status: str) -> dict[str, Any]:
 
 def history_rows(state: RunState) -> list[dict[str, Any]]:
     return [vars(item) for item in state.history[-MEMO_HISTORY:]]
+
+
+def report_json(report: IterationReport, token: str) -> bytes:
+    """The report as the remote keeps it beside the milestone (with the run's token)."""
+    return json.dumps({"token": token, **asdict(report)}, indent=1).encode()
+
+
+def report_from_json(data: bytes, token: str) -> IterationReport | None:
+    """The report `report_json` wrote, if it is this run's (and readable)."""
+    try:
+        raw = json.loads(data)
+        if raw.pop("token", None) != token or not token:
+            return None
+        summary = IterationSummary(**raw.pop("summary"))
+        tasks = [CarriedTask(**task) for task in raw.pop("tasks", [])]
+        return IterationReport(summary=summary, tasks=tasks, **raw)
+    except (ValueError, TypeError, AttributeError, KeyError):
+        return None
