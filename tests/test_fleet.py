@@ -324,45 +324,6 @@ def test_a_run_that_moves_keeps_its_trace_tasks(
     assert landed(url) == ["1"]
 
 
-def test_an_approval_reaches_the_waiting_plan_and_a_timeout_rejects_it(
-    server: Server, workers: list[WorkerProcess], tmp_path: Path
-) -> None:
-    runs = {}
-    for name, timeout in (("approved", 60), ("timed-out", 1)):
-        url = remote_project(tmp_path, name)
-        config = tmp_path / f"{name}.toml"
-        text = (Path(url) / "..").resolve().joinpath(f"{name}-src", "soda.toml").read_text()
-        text = text.replace('risk_threshold = "high"', 'risk_threshold = "low"')
-        config.write_text(text.replace("timeout = 3600.0", f"timeout = {timeout}"))
-        runs[name] = (submit(server, url, "--config", str(config)), url)
-    run, url = runs["approved"]
-    holding = holder(server, run, workers)
-
-    def waiting() -> bool:
-        path = worker_db(holding, run)
-        if not path.exists():
-            return False
-        try:
-            with sqlite3.connect(f"file:{path}?mode=ro", uri=True, timeout=1) as db:
-                kinds = db.execute("SELECT kind FROM events WHERE kind = 'approval.waiting'")
-                return bool(kinds.fetchall())
-        except sqlite3.Error:  # not made yet
-            return False
-
-    wait_for(waiting, 30, "the plan to wait for approval")
-    approved = fleet(server, "approve", run, "1")
-    assert approved.exit_code == 0, approved.output
-    assert_done_once(server, run, url)
-
-    run, url = runs["timed-out"]
-    stuck = wait_status(server.address, run, {"waiting"}, RUN_SECONDS)
-    assert stuck["history"][0]["outcome"] == "rejected"
-    assert stuck["status"]["worker"] is None  # waiting holds no worker
-    assert landed(url) == []
-    assert fleet(server, "stop", run).exit_code == 0
-    wait_status(server.address, run, {"stopped"}, 30)
-
-
 def test_a_question_is_answered_through_the_fleet(
     server: Server, workers: list[WorkerProcess], tmp_path: Path
 ) -> None:

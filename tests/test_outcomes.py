@@ -39,8 +39,8 @@ ATTEMPTS = {
 TASK_ENDS = {"completed", "gave_up", "failed", "cancelled", "skipped", "waiting"}
 ITERATION_OUTCOMES = {
     "merged", "no_changes", "gate_failed", "conflict", "rejected", "nothing_completed",
-    "done", "stuck", "done_refused", "budget", "transient", "halted", "error", "interrupted",
-    "crashed", "aborted", "plan_only",
+    "awaiting_approval", "done", "stuck", "done_refused", "budget", "transient", "halted",
+    "error", "interrupted", "crashed", "aborted", "plan_only",
 }  # fmt: skip
 DECISIONS = {"DONE", "STUCK", "CONTINUE", "HALT"}
 RUN_STATUSES = {

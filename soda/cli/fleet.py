@@ -228,13 +228,18 @@ def status(
 ) -> None:
     """A run's iteration, status, what it waits for, last decision and budgets.
 
-    Read from what the server keeps: it answers with every worker down.
+    Read from what the server keeps: it answers with every worker down. With
+    --json, `approval` is the plan that waits for approval (null if none).
 
     Example: soda fleet status soda-app-spec-1a2b3c4d5e
     """
     data = _describe(address, namespace, run)
     status = data["status"]
-    _print(status, as_json, lambda: [f"{key}: {value}" for key, value in status.items()])
+    _print(
+        {**status, "approval": data.get("approval")},
+        as_json,
+        lambda: [f"{key}: {value}" for key, value in status.items()],
+    )
 
 
 @fleet.command()
@@ -309,14 +314,43 @@ def tell(
 def approve(
     run: Run,
     iteration: Annotated[int, typer.Argument(help="Iteration whose plan you approve.")],
+    edit: Annotated[
+        Path | None,
+        typer.Option(
+            "--edit",
+            help="Approve the plan as this JSON file has it (start from"
+            " `soda fleet status RUN --json`'s approval.plan).",
+        ),
+    ] = None,
     address: Address = DEFAULT_ADDRESS,
     namespace: Namespace = "default",
 ) -> None:
-    """Approve the plan a fleet run's iteration waits with.
+    """Approve the plan a fleet run's iteration waits with (or may yet ask for).
 
-    Example: soda fleet approve soda-app-spec-1a2b3c4d5e 3
+    With --edit FILE, the waiting plan runs as FILE has it: the edit is checked
+    as `soda approve --edit` checks one (plan contract, task keys, dependencies,
+    cycles, Trace tasks, [plan] max_tasks) and a bad one is refused with the
+    reason, the original plan still waiting.
+
+    Example: soda fleet approve soda-app-spec-1a2b3c4d5e 3 --edit plan.json
     """
-    _send(address, namespace, run, kind="approve", target=iteration)
+    if edit is None:
+        _send(address, namespace, run, kind="approve", target=iteration)
+        return
+    from soda.errors import InputError
+
+    try:
+        text = edit.read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError) as exc:
+        raise InputError(f"{edit}: cannot read it ({exc}); the original plan still waits") from exc
+
+    async def go(client: Any) -> str:
+        from soda.fleet.client import send_plan_edit
+        from soda.human.write import describe
+
+        return describe(await send_plan_edit(client, run, iteration, text))
+
+    out.print(f"sent {_with_client(address, namespace, go)} to {run}", markup=False)
 
 
 @fleet.command()

@@ -18,13 +18,16 @@ from typing import Any
 from sqlite_utils import Database
 
 from soda.config import Config
+from soda.contracts import IterationPlan
 from soda.forge import report as forge_report
 from soda.human import paused
+from soda.human.approval import plan_risk
 from soda.human.files import PROCESSED, REASON, REJECTED
 from soda.human.write import inbox_dir
 from soda.repo.milestone import milestone_branch
+from soda.store import approvals, history, human_inputs, questions, runs
 from soda.store import events as event_rows
-from soda.store import history, human_inputs, questions, runs
+from soda.system.clock import moment
 from soda.system.lifecycle import next_wake
 from soda.system.lock import running_pid
 
@@ -131,7 +134,7 @@ def status(config: Config, db: Database) -> Status:
         last_reason=last[1] if last else None,
         pending_inputs=human_inputs.pending_count(db),
         unread_inputs=unread_inputs(config.state_dir),
-        pending_approval=_pending_approval(db, current[0]) if current else None,
+        pending_approval=_pending_approval(db, current[0]) if current else _suspended(db),
         rejected_inputs=rejected_inputs(config.state_dir),
         last_error=_last_error(db),
         budgets=_budgets(config, db),
@@ -158,6 +161,16 @@ def _pending_approval(db: Database, iteration: int) -> dict[str, Any] | None:
         return None
     subject = data.get("subject") or f"the plan is {data.get('risk', '?')} risk"
     return {"iteration": iteration, "subject": subject}
+
+
+def _suspended(db: Database) -> dict[str, Any] | None:
+    """The plan suspended for approval (`[approval] wait = "suspend"`), if one waits."""
+    waiting = approvals.waiting(db)
+    if waiting is None:
+        return None
+    plan = IterationPlan.model_validate_json(waiting.plan_json)
+    subject = f"the plan is {plan_risk(plan)} risk, until {moment(waiting.deadline)}"
+    return {"iteration": waiting.iteration, "subject": subject}
 
 
 def _last_error(db: Database) -> dict[str, Any] | None:

@@ -189,6 +189,11 @@ class ApprovalConfig(Section):
     timeout: float = Field(3600.0, gt=0, le=2_592_000, allow_inf_nan=False)
     """Seconds a plan waits for approval before it is rejected (above 0, up to
     2592000: 30 days)."""
+    wait: Literal["block", "suspend"] = "block"
+    """How a plan waits for its approval: "block" (its iteration waits, counting
+    the timeout) or "suspend" (the plan is kept and the iteration ends STUCK; the
+    next iteration runs or rejects it, without planning again, once the verdict
+    or the timeout came). soda fleet always suspends."""
 
 
 class SandboxConfig(Section):

@@ -127,6 +127,9 @@ class IterationOutcome(StrEnum):
     """ACT: a person rejected the plan, or a merge that needed them."""
     NOTHING_COMPLETED = "nothing_completed"
     """ACT: no task finished (gave up, cancelled, skipped or waiting)."""
+    AWAITING_APPROVAL = "awaiting_approval"
+    """ACT: the plan waits for a person's approval and the iteration ended
+    (`[approval] wait = "suspend"`); the next iteration acts on the verdict."""
     DONE = "done"
     """DECIDE: the spec is met, confirmed by the milestone tip's tests."""
     STUCK = "stuck"
@@ -194,7 +197,8 @@ class IterationDecision(StrEnum):
     DONE = "DONE"
     """DECIDE: the spec is met."""
     STUCK = "STUCK"
-    """DECIDE, or a spent budget: soda waits for a person."""
+    """DECIDE, a spent budget, or a plan suspended for approval: soda waits for a
+    person."""
     CONTINUE = "CONTINUE"
     """DECIDE: the plan runs and the loop goes on."""
     HALT = "HALT"

@@ -40,6 +40,7 @@ from soda.contracts.outcomes import RunStatus
 from soda.daemon.parts import LOG_NAME, in_window, keep_watching, parse_windows
 from soda.errors import SodaError, UserError
 from soda.events import Events, notify
+from soda.human.approval import overdue
 from soda.human.write import inbox_dir
 from soda.llm.providers import check_provider
 from soda.loop.pr import poll_idle
@@ -138,6 +139,8 @@ class Daemon:
         """A `pause` came: no iteration until a `resume`."""
         self.resumed = False
         """A `resume` came: the next wake iterates even if nothing else changed."""
+        self.overdue: int | None = None
+        """The suspended plan whose deadline passed that woke this daemon (once)."""
 
     @property
     def config(self) -> Config:
@@ -244,6 +247,8 @@ class Daemon:
         self._apply_control(session)
         if self.idle and not self.paused and poll_idle(session, self.say):
             self.idle = False  # a writer's comment or a failing check on the pull request
+        if self.idle and not self.paused and self._overdue(session):
+            self.idle = False  # a plan suspended for approval timed out: reject it now
         if self.flags.stop.is_set() or self.paused or self.idle:
             return
         if not in_window(self.windows, now or datetime.now()):
@@ -268,6 +273,15 @@ class Daemon:
         elif result.ending is Ending.INTERRUPTED:
             session.finish_run(result.ending.run_status, result.reason)
             self.flags.stop.set()
+
+    def _overdue(self, session: Session) -> bool:
+        """A plan suspended for approval (`[approval] wait = "suspend"`) is past its
+        deadline and has not woken the daemon yet: the next iteration rejects it."""
+        waiting = overdue(session.db, session.clock)
+        if waiting is None or waiting.id == self.overdue:
+            return False
+        self.overdue = waiting.id
+        return True
 
     def _next_wake(self, now: datetime | None = None) -> str | None:
         """When the daemon will next look for work, for `soda status`."""

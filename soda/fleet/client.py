@@ -3,7 +3,9 @@ a run's status and history, and the person's inputs as signals.
 
 Status and history are read from the workflow's memo, which the server keeps
 itself: they answer while every worker is down. Each input is checked against
-the `human_input` contract (as the inbox checks a file) before it is sent.
+the `human_input` contract (as the inbox checks a file) before it is sent; a
+verdict must name a waiting plan's iteration or the running one, and an edited
+plan is checked against what the run's worker reported (`send_plan_edit`).
 """
 
 from __future__ import annotations
@@ -22,10 +24,17 @@ from temporalio.common import WorkflowIDConflictPolicy, WorkflowIDReusePolicy
 from temporalio.exceptions import TemporalError, WorkflowAlreadyStartedError
 from temporalio.service import RPCError
 
-from soda.contracts import HumanInput
+from soda.contracts import HumanInput, IterationPlan
 from soda.errors import InputError, TransientError
-from soda.fleet.state import SHARED_QUEUE, WORKFLOW_TYPE, RunSettings, RunState, run_id
-from soda.human.checks import checked_input
+from soda.fleet.state import (
+    SHARED_QUEUE,
+    VERDICT_KINDS,
+    WORKFLOW_TYPE,
+    RunSettings,
+    RunState,
+    run_id,
+)
+from soda.human.checks import checked_input, checked_known_plan_edit
 
 T = TypeVar("T")
 
@@ -104,14 +113,17 @@ async def describe(client: Client, run: str) -> dict[str, Any]:
     status["phase"] = await _phase(client, description)
     if description.status is not None and description.status != WorkflowExecutionStatus.RUNNING:
         status["status"] = _ended(description.status, status.get("status"))
-    return {"run": run, "status": status, "history": list(memo.get("history") or [])}
+    history = list(memo.get("history") or [])
+    return {"run": run, "status": status, "history": history, "approval": memo.get("approval")}
 
 
 async def send(client: Client, run: str, fields: dict[str, Any]) -> HumanInput:
     """Check one input against its contract and signal it to the run."""
     item = checked_input(fields)  # as every face checks it (the worker's inbox does again)
     handle: WorkflowHandle[Any, Any] = client.get_workflow_handle(run)
-    await describe(client, run)  # a run that does not exist is named, not signalled
+    described = await describe(client, run)  # a run that does not exist is named, not signalled
+    if item.kind in VERDICT_KINDS and item.target is not None:
+        verdict_target(described, item.target, item.kind)
     document = item.model_dump(mode="json", exclude_none=True)
     try:
         await handle.signal("human", args=[item.kind, document])
@@ -119,6 +131,45 @@ async def send(client: Client, run: str, fields: dict[str, Any]) -> HumanInput:
         state = (await describe(client, run))["status"]["status"]
         raise InputError(f"fleet run {run} has ended ({state}): {exc.message}") from exc
     return item
+
+
+def verdict_target(described: dict[str, Any], number: int, kind: str) -> None:
+    """Raise InputError unless the run's iteration `number` may take a verdict:
+    its plan waits for approval, or it is the running (or next) iteration,
+    which may yet ask (as `soda approve` checks a repository's record)."""
+    waiting = described.get("approval")
+    if waiting and waiting["iteration"] == number:
+        return
+    latest = int(described["status"].get("iteration") or 0)
+    if number == latest + 1:
+        return
+    verb = "reject" if kind == "reject" else "approve"
+    shown = f"iteration {waiting['iteration']}'s plan waits" if waiting else "no plan waits"
+    raise InputError(
+        f"no iteration {number} of {described['run']} to {verb}: {shown}, and only the"
+        f" running iteration ({latest + 1}) can be answered before it asks"
+        " (see `soda fleet status`)"
+    )
+
+
+async def send_plan_edit(client: Client, run: str, number: int, text: str) -> HumanInput:
+    """Approve iteration `number`'s waiting plan as the person edited it (`text`,
+    its JSON), checked as `soda approve --edit` checks an edit: the plan
+    contract, then the plan checks against the Trace tasks and `[plan]
+    max_tasks` the run's worker reported. An unchanged plan is a plain approve."""
+    described = await describe(client, run)
+    waiting = described.get("approval")
+    if not waiting or waiting["iteration"] != number:
+        shown = f"iteration {waiting['iteration']}'s plan waits" if waiting else "no plan waits"
+        raise InputError(
+            f"no plan of iteration {number} of {run} waits for approval ({shown});"
+            " see `soda fleet status`"
+        )
+    plan = checked_known_plan_edit(text, set(waiting["known_tasks"]), int(waiting["max_tasks"]))
+    if plan == IterationPlan.model_validate(waiting["plan"]):
+        return await send(client, run, {"kind": "approve", "target": number})
+    fields = {"kind": "plan_edit", "target": number, "plan": plan.model_dump(mode="json")}
+    return await send(client, run, fields)
 
 
 async def _phase(client: Client, description: WorkflowExecutionDescription) -> str | None:

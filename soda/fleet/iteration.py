@@ -20,7 +20,7 @@ from soda.config import Config
 from soda.contracts import HumanInput
 from soda.contracts.outcomes import RunStatus, TaskStatus
 from soda.errors import StructuralError, TransientError
-from soda.fleet import checkout
+from soda.fleet import approval, checkout
 from soda.fleet.state import (
     MAX_CARRIED_TASKS,
     MAX_TASK_TEXT,
@@ -132,6 +132,7 @@ def run_one(
     if request.fresh:
         held.close()
     config, fresh = checkout.prepare(home, request.settings, request.fresh)
+    config = approval.suspending(config)  # the workflow holds approval waits, not the worker
     if fresh:
         held.close()
         report = _recovered(config, worker, request)
@@ -168,6 +169,7 @@ def _iterate(
         session.model.position = request.model_position
     session.iterations_in_run = request.number - 1
     session.max_iterations = request.settings.max_iterations
+    approval.agree(session, request.approval)
     number = request.number
     progress.phase_of = lambda: (history.iteration(session.db, number) or {}).get("phase")
     pusher = Pusher(session.config, say)
@@ -207,6 +209,7 @@ def _iterate(
         _waiting_for(session),
         tasks=carried_tasks(session.db, milestone_name(session.config)),
     )
+    report.approval = approval.reported(session)
     # What the merges changed is on the remote already; an iteration that merged
     # leaves its report there too (with anything the milestone still lacks, at
     # once), so a worker lost before the workflow hears of it loses nothing.

@@ -17,12 +17,16 @@ import re
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
+from soda.system.clock import moment
+
 WORKFLOW_TYPE = "SodaRun"
 SHARED_QUEUE = "soda"
 """The task queue every worker polls: workflows and placement."""
 PROVENANCE = "fleet"
 """Where the inputs sent through `soda fleet` come from (soda.human.write's
 `SOURCES`): each record's `source` says it."""
+VERDICT_KINDS = frozenset({"approve", "reject", "plan_edit"})
+"""Inputs that answer a plan waiting for approval (when they name its iteration)."""
 MAX_HISTORY = 500
 """Finished iterations a run keeps in its state (the oldest drop off)."""
 MEMO_HISTORY = 100
@@ -102,6 +106,26 @@ class CarriedTask:
 
 
 @dataclass
+class ApprovalWait:
+    """A plan that waits for a person's approval, held by the workflow (a durable
+    timer, no worker): what a worker needs to go on with it, wherever it runs."""
+
+    iteration: int
+    """The iteration whose plan waits: `soda fleet approve|reject RUN N` name it."""
+    plan: dict[str, Any]
+    """The plan (contract `plan`), as small as ORIENT made it."""
+    timeout: float
+    deadline: float
+    """Seconds since the epoch; the workflow's timer fires then."""
+    known_tasks: list[int] = field(default_factory=list)
+    """The milestone's Trace task ids: an edit may name these (checked by the client)."""
+    max_tasks: int = 8
+    """`[plan] max_tasks` of the run's config (an edit may have no more)."""
+    expired: bool = False
+    """The timer fired with no verdict: the next iteration rejects the plan."""
+
+
+@dataclass
 class IterationRequest:
     """What the workflow hands the worker for one iteration."""
 
@@ -115,6 +139,8 @@ class IterationRequest:
     pending: list[HumanSignal]
     model_position: int | None
     learnings: list[str]
+    approval: ApprovalWait | None = None
+    """The plan that waits for approval, if one does (a fresh worker keeps it again)."""
     tasks: list[CarriedTask] = field(default_factory=list)
     """The Trace tasks the run carries (a fresh worker recreates them)."""
     token: str = ""
@@ -132,7 +158,9 @@ class IterationReport:
     learnings: list[str]
     open_tasks: int
     waiting_for: str | None
-    """A question or approval the run waits for, in one line."""
+    """A question the run waits for, in one line."""
+    approval: ApprovalWait | None = None
+    """The plan that waits for approval after this iteration, if one does."""
     tasks: list[CarriedTask] = field(default_factory=list)
     """The Trace tasks after the iteration, bounded (what the next worker recreates)."""
 
@@ -167,6 +195,9 @@ class RunState:
     stopping: bool = False
     waiting_for: str | None = None
     """Set after STUCK or HALT: the run waits for a person (no worker held)."""
+    approval: ApprovalWait | None = None
+    """A plan that waits for approval: the run waits for the verdict or the
+    timeout (no worker held)."""
     moves: int = 0
     """Times the run was placed again after losing its worker."""
     tokens: int = 0
@@ -196,7 +227,9 @@ def status_of(state: RunState, status: str) -> dict[str, Any]:
         "spec": state.settings.spec,
         "iteration": state.last_number,
         "worker": state.placement.worker if state.placement else None,
-        "waiting_for": state.waiting_for,
+        "waiting_for": state.waiting_for
+        or (waiting_line(state.approval) if status == "waiting" else None),
+        "approval_deadline": moment(state.approval.deadline) if state.approval else None,
         "paused": state.paused,
         "pending_inputs": len(state.pending),
         "last_decision": last.decision if last else None,
@@ -207,6 +240,23 @@ def status_of(state: RunState, status: str) -> dict[str, Any]:
         "open_tasks": state.open_tasks,
         "moves": state.moves,
     }
+
+
+def waiting_line(approval: ApprovalWait | None) -> str | None:
+    if approval is None:
+        return None
+    if approval.expired:
+        return f"approval of iteration {approval.iteration}'s plan: timed out, rejecting it"
+    return (
+        f"approval of iteration {approval.iteration}'s plan until {moment(approval.deadline)}"
+        f" (soda fleet approve|reject RUN {approval.iteration})"
+    )
+
+
+def approval_memo(state: RunState) -> dict[str, Any] | None:
+    """The waiting plan as `soda fleet status --json` shows it (and the client
+    checks an edit against), kept in the memo beside the status."""
+    return vars(state.approval) if state.approval else None
 
 
 def history_rows(state: RunState) -> list[dict[str, Any]]:
@@ -226,6 +276,8 @@ def report_from_json(data: bytes, token: str) -> IterationReport | None:
             return None
         summary = IterationSummary(**raw.pop("summary"))
         tasks = [CarriedTask(**task) for task in raw.pop("tasks", [])]
-        return IterationReport(summary=summary, tasks=tasks, **raw)
+        waiting = raw.pop("approval", None)
+        approval = ApprovalWait(**waiting) if waiting else None
+        return IterationReport(summary=summary, tasks=tasks, approval=approval, **raw)
     except (ValueError, TypeError, AttributeError, KeyError):
         return None

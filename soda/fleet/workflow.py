@@ -7,11 +7,15 @@ new: a run's history never grows past one iteration's events. A worker that
 stops heartbeating (or never starts the iteration) loses the run: the next pass
 places it on another worker, which rebuilds from this state. After STUCK or
 HALT, and while paused, the run waits for a person's signal holding no worker.
-A run that ends tells the worker that last held it to remove its checkout.
+A plan that waits for approval waits here too, on a durable timer: until a
+verdict on it (or an edit, or stop) comes or its deadline passes, after which
+the next iteration, on any worker, acts on it (soda.fleet.approval). A run
+that ends tells the worker that last held it to remove its checkout.
 """
 
 from __future__ import annotations
 
+import builtins
 import contextlib
 from datetime import timedelta
 from typing import Any
@@ -24,13 +28,16 @@ with workflow.unsafe.imports_passed_through():
     from soda.fleet.state import (
         MAX_HISTORY,
         SHARED_QUEUE,
+        VERDICT_KINDS,
         WORKFLOW_TYPE,
+        ApprovalWait,
         HumanSignal,
         IterationReport,
         IterationRequest,
         IterationSummary,
         Placement,
         RunState,
+        approval_memo,
         history_rows,
         status_of,
     )
@@ -64,6 +71,11 @@ class SodaRun:
                 await self._release()
                 self._show("paused" if state.paused else "waiting")
                 await workflow.wait_condition(lambda: self._may_go(state))
+                continue
+            if state.approval is not None and not self._verdict_due(state):
+                await self._release()
+                self._show("waiting")
+                await self._wait_for_verdict(state, state.approval)
                 continue
             if state.last_number >= state.settings.max_iterations:
                 return await self._end("stuck")
@@ -110,6 +122,7 @@ class SodaRun:
             tasks=state.tasks,
             token=state.token,
         )
+        request.approval = state.approval
         try:
             report: IterationReport = await workflow.execute_activity(
                 "iterate",
@@ -139,7 +152,7 @@ class SodaRun:
             else:
                 ending, reason = "halt", f"the iteration crashed: {message}"
             summary = IterationSummary(request.number, ending, reason, worker=placement.worker)
-            return IterationReport(
+            report = IterationReport(
                 summary,
                 [],
                 state.model_position,
@@ -148,6 +161,36 @@ class SodaRun:
                 None,
                 tasks=state.tasks,
             )
+            report.approval = state.approval  # a plan that waited still waits
+            return report
+
+    async def _wait_for_verdict(self, state: RunState, approval: ApprovalWait) -> None:
+        """A durable timer for the plan that waits for approval: it ends when a
+        person's verdict (or an edit, or stop) comes, or at the deadline, after
+        which the next iteration rejects the plan (the timeout's policy, not a
+        person's word). Whatever the workers do meanwhile, the deadline holds."""
+        left = approval.deadline - workflow.now().timestamp()
+        if left > 0:
+            try:
+                await workflow.wait_condition(
+                    lambda: self._verdict_due(state) or state.paused,
+                    timeout=timedelta(seconds=left),
+                )
+                return
+            except builtins.TimeoutError:  # (temporalio's TimeoutError is an activity's)
+                pass
+        approval.expired = True
+
+    def _verdict_due(self, state: RunState) -> bool:
+        """The waiting plan's verdict can be taken: a person's is pending (its
+        iteration named), the deadline passed, or the run stops."""
+        approval = state.approval
+        if approval is None or approval.expired or state.stopping:
+            return True
+        return any(
+            item.kind in VERDICT_KINDS and item.document.get("target") == approval.iteration
+            for item in state.pending
+        )
 
     def _keep(self, state: RunState, report: IterationReport) -> str:
         summary = report.summary
@@ -160,7 +203,9 @@ class SodaRun:
         state.tasks = report.tasks
         state.tokens += summary.tokens
         state.cost_usd += summary.cost_usd
-        if summary.ending in ("stuck", "halt"):
+        state.approval = report.approval  # the worker's record says whether a plan waits
+        suspended = summary.outcome == "awaiting_approval"  # its wait is the timer's
+        if summary.ending == "halt" or (summary.ending == "stuck" and not suspended):
             state.waiting_for = report.waiting_for or f"{summary.ending}: {summary.reason}"
         return summary.ending
 
@@ -199,7 +244,13 @@ class SodaRun:
         state = self.state
         assert state is not None
         self.status = status
-        workflow.upsert_memo({"status": status_of(state, status), "history": history_rows(state)})
+        workflow.upsert_memo(
+            {
+                "status": status_of(state, status),
+                "history": history_rows(state),
+                "approval": approval_memo(state),
+            }
+        )
 
     # --- what a person says: signals, checked by the client as the inbox checks
 
@@ -230,4 +281,8 @@ class SodaRun:
         state = self.state
         if state is None:
             return {}
-        return {"status": status_of(state, self.status), "history": history_rows(state)}
+        return {
+            "status": status_of(state, self.status),
+            "history": history_rows(state),
+            "approval": approval_memo(state),
+        }

@@ -14,8 +14,8 @@ from sqlite_utils import Database
 from soda.config import Config
 from soda.contracts import HumanInput, IterationPlan, validate
 from soda.errors import InputError, Violation
-from soda.human.approval import edit_problems
-from soda.store import events, history, questions, runs
+from soda.human.approval import edit_problems, known_edit_problems
+from soda.store import approvals, events, history, questions, runs
 
 KEEP = "the original plan still waits"
 
@@ -36,6 +36,9 @@ def verdict_target_note(db: Database, number: int, verb: str) -> str | None:
 
     An iteration that is running may yet ask (a risky plan, or a merge the gate
     may not make alone); the next one may be answered before it starts."""
+    suspended = approvals.waiting(db)
+    if suspended is not None and suspended.iteration == number:
+        return None  # its iteration ended, its plan waits (`[approval] wait = "suspend"`)
     latest = runs.next_iteration_number(db) - 1
     if number < 1 or number > latest + 1:
         known = f"the latest is {latest}" if latest else "there is none yet"
@@ -69,6 +72,9 @@ def open_question(db: Database, question_id: int) -> questions.Question:
 
 def waiting_plan(db: Database, number: int) -> IterationPlan:
     """Iteration `number`'s plan as ORIENT left it (bound to Trace tasks)."""
+    suspended = approvals.waiting(db)
+    if suspended is not None and suspended.iteration == number:
+        return IterationPlan.model_validate_json(suspended.plan_json)
     row = history.iteration(db, number)
     plan = (
         json.loads(row["orient_json"]).get("iteration_plan") if row and row["orient_json"] else None
@@ -81,6 +87,18 @@ def waiting_plan(db: Database, number: int) -> IterationPlan:
 def checked_plan_edit(text: str, db: Database, config: Config) -> IterationPlan:
     """An edited plan's text as a valid plan, or an InputError saying why not
     (not JSON, the plan contract, or `edit_problems`)."""
+    plan = _edited_plan(text)
+    return _no_problems(plan, edit_problems(plan, db, config))
+
+
+def checked_known_plan_edit(text: str, known: set[int], max_tasks: int) -> IterationPlan:
+    """`checked_plan_edit` with no database: the Trace task ids `known` and the
+    limit `max_tasks` as the run's worker reported them (soda fleet)."""
+    plan = _edited_plan(text)
+    return _no_problems(plan, known_edit_problems(plan, known, max_tasks))
+
+
+def _edited_plan(text: str) -> IterationPlan:
     try:
         data = json.loads(text)
     except json.JSONDecodeError as exc:
@@ -93,7 +111,10 @@ def checked_plan_edit(text: str, db: Database, config: Config) -> IterationPlan:
         raise InputError(
             f"edited plan refused: plan contract violated at {plan.path}: {plan.message}; {KEEP}"
         )
-    problems = edit_problems(plan, db, config)
+    return plan
+
+
+def _no_problems(plan: IterationPlan, problems: list[str]) -> IterationPlan:
     if problems:
         raise InputError(f"edited plan refused: {'; '.join(problems)}; {KEEP}")
     return plan

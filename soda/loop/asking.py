@@ -12,6 +12,10 @@
                work back (`take_resume`) and the executor goes on from its kept
                conversation, the answer as the `ask_human` call's result
 
+A plan suspended for a person's approval (`[approval] wait = "suspend"`) goes
+on the same way: the next iteration skips ORIENT with that plan
+(`approval_orientation`) and ACT takes the verdict.
+
 ORIENT's agents ask through `orient_ask_tools`: their question ends ORIENT
 (`asked_orientation`: STUCK until the answer), and the next ORIENT gets the
 answers as an input (`person_answers`). Questions are rows, so an unanswered
@@ -34,6 +38,7 @@ from soda.events import notify
 from soda.llm.base import Message, ToolCall, ToolResult
 from soda.repo.workspace import Workspace
 from soda.store import questions
+from soda.store.approvals import Approval
 from soda.store.db import dumps
 from soda.store.questions import Question
 from soda.tools.ask import ask_tools
@@ -73,6 +78,7 @@ __all__ = [
     "Question",
     "Resume",
     "answers_used",
+    "approval_orientation",
     "asked_orientation",
     "executor_ask_tools",
     "open_questions",
@@ -265,6 +271,25 @@ def resume_orientation(session: Session, it: Iteration) -> Orientation | None:
             approach="Each task goes on from where it asked, with the person's answer.",
             tasks=tasks,
         ),
+        stuck_reason=None,
+        learnings=[],
+        learning_verdicts=[],
+    )
+
+
+def approval_orientation(waiting: Approval) -> Orientation:
+    """ORIENT's place when a plan waits for approval (`[approval] wait =
+    "suspend"`): that plan again, not replanned; ACT takes the verdict on it."""
+    plan = IterationPlan.model_validate_json(waiting.plan_json)
+    return Orientation(
+        spec_satisfied=False,
+        actionable_work_exists=True,
+        confidence="medium",
+        summary=f"iteration {waiting.iteration}'s plan waits for approval: acting on the answer",
+        task_updates=[],
+        new_tasks=[],
+        gaps=[],
+        iteration_plan=plan,
         stuck_reason=None,
         learnings=[],
         learning_verdicts=[],

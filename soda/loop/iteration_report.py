@@ -4,8 +4,9 @@ Every iteration that got as far as DECIDE ends with a report, stored in
 `iterations.report_json` and printed by `soda show N`: how many plan tasks were
 done, failed, skipped, retried or are waiting for an answer, how many questions
 to a person are open, and ORIENT's confidence. ACT's plan is announced by
-`plan.started` and ends in `plan.completed`, `plan.failed` or `plan.cancelled`
-(the iteration number is the plan id; the counts are the report's).
+`plan.started` and ends in `plan.completed`, `plan.failed`, `plan.cancelled` or
+`plan.waiting` (suspended for approval) (the iteration number is the plan id;
+the counts are the report's).
 """
 
 from __future__ import annotations
@@ -94,6 +95,8 @@ def plan_ended(events: Events, number: int, report: dict[str, Any], cancelled: b
     """Emit how the plan ended; returns the event's kind."""
     if cancelled:
         kind = "plan.cancelled"
+    elif report.get("outcome") == IterationOutcome.AWAITING_APPROVAL:
+        kind = "plan.waiting"  # suspended for a person's approval: the next iteration acts
     elif report.get("outcome") in LANDED and not report.get("failed"):
         kind = "plan.completed"
     else:

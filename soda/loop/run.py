@@ -25,14 +25,14 @@ from soda.errors import (
 )
 from soda.loop import iteration_report
 from soda.loop.act import act
-from soda.loop.asking import resume_orientation
+from soda.loop.asking import approval_orientation, resume_orientation
 from soda.loop.context import Iteration, IterationRecord
 from soda.loop.decide import Decision, Kind
 from soda.loop.phases import decide_phase, orient_phase, sense_phase, spec_state
 from soda.loop.pr import after_iteration
 from soda.loop.session import Session
 from soda.loop.wake import fingerprint
-from soda.store import runs
+from soda.store import approvals, runs
 from soda.store.db import dumps
 
 
@@ -71,8 +71,14 @@ def iterate(session: Session, it: Iteration, say: Printer) -> Decision:
     record = it.record
     claims = sense_phase(session, it, say)
     record.save(phase="orient", claims_json=claims)
-    # Tasks that waited for a person's answer go on without replanning.
-    orientation = resume_orientation(session, it) or orient_phase(session, it, claims)
+    # A plan that waits for approval, and tasks that waited for a person's
+    # answer, go on without replanning.
+    waiting = approvals.waiting(session.db)
+    orientation = (
+        (approval_orientation(waiting) if waiting else None)
+        or resume_orientation(session, it)
+        or orient_phase(session, it, claims)
+    )
     plan = orientation.iteration_plan
     record.save(phase="decide", orient_json=orientation, intent=plan.intent if plan else None)
     say(f"orient: {spec_state(orientation)}; {orientation.summary}")
@@ -83,10 +89,13 @@ def iterate(session: Session, it: Iteration, say: Printer) -> Decision:
     if outcome is None and plan is not None:
         record.save(phase="act")
         with iteration_report.plan_frame(it.events, it.number, plan):
-            result = act(session, it, plan, say)
+            result = act(session, it, plan, say, waiting)
         act_json, outcome, merged_commit = result.to_json(), result.outcome, result.merged_commit
         record.save(act_json=act_json, outcome=outcome, merged_commit=result.merged_commit)
         say(f"act: {result.outcome} - {result.detail}")
+        if outcome == IterationOutcome.AWAITING_APPROVAL:  # suspended: a person must answer
+            decision = Decision(Kind.STUCK, result.detail, outcome)
+            record.save(decision=decision.kind.name, decision_reason=decision.reason)
     report = iteration_report.conclude(
         session.db, it.events, it.number, orientation, act_json, outcome, it.cancel_requested
     )

@@ -20,6 +20,7 @@ import hashlib
 from typing import TYPE_CHECKING
 
 from soda.contracts.outcomes import SETTLED, UNFINISHED
+from soda.human.approval import overdue
 from soda.loop.pr import fingerprint as forge_fingerprint
 from soda.repo.workspace import branch_head
 from soda.store import budgets as rows
@@ -61,6 +62,8 @@ def nothing_new(session: Session) -> str | None:
     if stored is None or decision not in SETTLED or outcome in UNFINISHED:
         return None
     if session.human.pending_count():
+        return None
+    if overdue(session.db, session.clock) is not None:  # a suspended plan's time is up: reject it
         return None
     if fingerprint(session) != stored:
         return None

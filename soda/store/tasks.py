@@ -119,14 +119,22 @@ def in_progress(db: Database) -> list[tuple[int, str]]:
 
 
 def insert(
-    db: Database, milestone: str, title: str, description: str, parent_id: int | None, risk: str
+    db: Database,
+    milestone: str,
+    title: str,
+    description: str,
+    parent_id: int | None,
+    risk: str,
+    task_id: int | None = None,
 ) -> int:
-    """Add an open task in its own transaction; returns its id."""
+    """Add an open task in its own transaction; returns its id. `task_id`: the
+    id it must have (sqlite3.IntegrityError when another task has it)."""
     stamp = now()
     with db.conn:
         task_id = last_pk(
             db.table("tasks").insert(
                 {
+                    **({"id": task_id} if task_id is not None else {}),
                     "milestone": milestone,
                     "parent_id": parent_id,
                     "title": title,

@@ -15,6 +15,11 @@ def utc_now() -> str:
     return datetime.now(UTC).isoformat(timespec="milliseconds")
 
 
+def moment(seconds: float) -> str:
+    """Seconds since the epoch as ISO-8601 UTC, to the second (a deadline shown)."""
+    return datetime.fromtimestamp(seconds, UTC).isoformat(timespec="seconds")
+
+
 class Clock(Protocol):
     def now(self) -> str:
         """ISO-8601 UTC."""

@@ -34,12 +34,19 @@ from soda.errors import InputError, StructuralError
 from soda.gate import import_failure, milestone_tests
 from soda.gate.rules import GateResult, gate
 from soda.gate.runner import TestReport
-from soda.human.approval import Verdict, await_approval, needs_approval
+from soda.human.approval import (
+    Verdict,
+    await_approval,
+    needs_approval,
+    suspended_verdict,
+    waiting_line,
+)
 from soda.loop.act.execute import ExecutionReport, TaskOutcome, execute_plan
 from soda.loop.act.records import skipped_recorder
 from soda.loop.act.task import PlanRun
 from soda.loop.context import Iteration
 from soda.loop.session import Session
+from soda.store.approvals import Approval
 
 __all__ = ["ActResult", "TaskOutcome", "act"]
 
@@ -48,7 +55,7 @@ __all__ = ["ActResult", "TaskOutcome", "act"]
 class ActResult:
     outcome: IterationOutcome
     """merged (at least one task landed), no_changes, gate_failed, rejected,
-    conflict, or nothing_completed."""
+    conflict, nothing_completed, or awaiting_approval (the plan suspended)."""
     detail: str
     merged_commit: str | None = None
     """The last merge that landed (the milestone tip after ACT)."""
@@ -75,12 +82,19 @@ class ActResult:
 
 
 def act(
-    session: Session, it: Iteration, plan: IterationPlan, say: Callable[[str], None]
+    session: Session,
+    it: Iteration,
+    plan: IterationPlan,
+    say: Callable[[str], None],
+    waiting: Approval | None = None,
 ) -> ActResult:
-    """Run the plan and land what passes the gate; the result says what happened."""
+    """Run the plan and land what passes the gate; the result says what happened.
+    `waiting`: the plan is one an earlier iteration suspended for approval."""
     it.events.emit("act.start", {"intent": plan.intent, "tasks": len(plan.tasks)})
-    if needs_approval(plan, session.config.approval.risk_threshold):
-        verdict = _wait_for_person(session, it, plan, say)
+    if waiting is not None or needs_approval(plan, session.config.approval.risk_threshold):
+        verdict = _approve_plan(session, it, plan, say, waiting)
+        if isinstance(verdict, Approval):  # suspended: the next iteration acts on the answer
+            return ActResult(IterationOutcome.AWAITING_APPROVAL, waiting_line(verdict))
         if not verdict.approved:
             return ActResult(IterationOutcome.REJECTED, verdict.reason)
         plan = verdict.plan or plan  # the plan as a person edited it (approve --edit)
@@ -171,6 +185,23 @@ def _check_baseline(baseline: TestReport, session: Session) -> None:
             f"the tests give no per-test report on the milestone tip ({baseline.problem}); "
             f"last output: {' | '.join(tail) or '(none)'}"
         )
+
+
+def _approve_plan(
+    session: Session,
+    it: Iteration,
+    plan: IterationPlan,
+    say: Callable[[str], None],
+    waiting: Approval | None,
+) -> Verdict | Approval:
+    """The person's verdict on the plan: waited for (`[approval] wait = "block"`),
+    or taken if it is in, else the plan suspended (`"suspend"`, and always for a
+    plan an earlier iteration suspended)."""
+    if waiting is None and session.config.approval.wait == "block":
+        return _wait_for_person(session, it, plan, say)
+    return suspended_verdict(
+        it.human, session.config, it.events, it.ref, plan, say, waiting, session.clock
+    )
 
 
 def _wait_for_person(

@@ -1,0 +1,164 @@
+"""Schema migrations from m006 on, applied after `soda.store.schema_first`'s by
+`soda.store.migrations.migrate`. Never edit one that has shipped: add a new one here.
+"""
+
+from __future__ import annotations
+
+from sqlite_utils import Database
+
+
+def m006_milestone_digest(db: Database) -> None:
+    """What SENSE tells of the milestone since its base (its commits and its
+    diffstat), kept per (branch, base) and advanced as the branch moves, so that
+    SENSE does not walk the whole milestone every iteration (soda.repo.digest):
+    the digest at one tip, the generation of every commit of the milestone (the
+    order of commits made within a second), and one row per changed file."""
+    db.conn.executescript(
+        """
+        CREATE TABLE milestone_digests (
+            id INTEGER PRIMARY KEY,
+            branch TEXT NOT NULL,
+            base TEXT NOT NULL,
+            head TEXT NOT NULL,
+            state_json TEXT NOT NULL,
+            updated_at TEXT NOT NULL,
+            UNIQUE (branch, base)
+        );
+        CREATE TABLE milestone_commits (
+            digest_id INTEGER NOT NULL REFERENCES milestone_digests(id) ON DELETE CASCADE,
+            sha TEXT NOT NULL,
+            gen INTEGER NOT NULL,
+            PRIMARY KEY (digest_id, sha)
+        ) WITHOUT ROWID;
+        CREATE TABLE milestone_files (
+            digest_id INTEGER NOT NULL REFERENCES milestone_digests(id) ON DELETE CASCADE,
+            path TEXT NOT NULL,
+            shown TEXT NOT NULL,
+            added INTEGER NOT NULL,
+            removed INTEGER NOT NULL,
+            binary INTEGER NOT NULL,
+            churn INTEGER NOT NULL,
+            status TEXT NOT NULL,
+            source TEXT,
+            PRIMARY KEY (digest_id, path)
+        ) WITHOUT ROWID;
+        CREATE INDEX milestone_files_churn ON milestone_files(digest_id, churn DESC, shown);
+        CREATE INDEX milestone_files_source ON milestone_files(digest_id, source)
+            WHERE source IS NOT NULL;
+        """
+    )
+
+
+def m007_bounded_reads(db: Database) -> None:
+    """Indexes for the reads every iteration makes, so that none of them reads a
+    row per past iteration (bench/long_run.py --explain lists the costliest): a
+    run's recent iterations, the milestone's root task, the recently closed
+    tasks, active learnings and
+    known learning texts, the inputs a person's answers were applied in, the
+    last pause or resume, where a run's (or a day's) model calls begin (their
+    costs are then summed from there on, and the sums kept while no call is
+    changed or removed, which `agent_calls_epoch` counts:
+    soda.store.agent_calls.summed_cost). And a version per milestone's tasks, bumped by
+    triggers when a task is added, removed or changes status, so the wake
+    fingerprint need not read every task."""
+    db.conn.executescript(
+        """
+        CREATE INDEX iterations_run_number ON iterations(run_id, number);
+        CREATE INDEX tasks_closed ON tasks(milestone, status, closed_at, id);
+        CREATE INDEX tasks_parent ON tasks(milestone, parent_id);
+        CREATE INDEX learnings_active ON learnings(active, id);
+        CREATE INDEX learnings_text ON learnings(text);
+        CREATE INDEX human_inputs_applied ON human_inputs(applied_iteration);
+        CREATE INDEX human_inputs_kind ON human_inputs(kind, id);
+        CREATE INDEX agent_calls_run ON agent_calls(run_id);
+        CREATE INDEX agent_calls_started ON agent_calls(started_at);
+        CREATE TABLE agent_calls_epoch (
+            id INTEGER PRIMARY KEY CHECK (id = 1),
+            epoch INTEGER NOT NULL
+        );
+        INSERT INTO agent_calls_epoch (id, epoch) VALUES (1, 0);
+        CREATE TRIGGER agent_calls_updated AFTER UPDATE ON agent_calls BEGIN
+            UPDATE agent_calls_epoch SET epoch = epoch + 1 WHERE id = 1;
+        END;
+        CREATE TRIGGER agent_calls_deleted AFTER DELETE ON agent_calls BEGIN
+            UPDATE agent_calls_epoch SET epoch = epoch + 1 WHERE id = 1;
+        END;
+        CREATE TABLE task_versions (
+            milestone TEXT PRIMARY KEY,
+            version INTEGER NOT NULL
+        );
+        INSERT INTO task_versions (milestone, version)
+            SELECT milestone, count(*) FROM tasks GROUP BY milestone;
+        CREATE TRIGGER task_versions_insert AFTER INSERT ON tasks BEGIN
+            INSERT INTO task_versions (milestone, version) VALUES (NEW.milestone, 1)
+                ON CONFLICT (milestone) DO UPDATE SET version = version + 1;
+        END;
+        CREATE TRIGGER task_versions_update AFTER UPDATE OF status, milestone ON tasks BEGIN
+            INSERT INTO task_versions (milestone, version) VALUES (NEW.milestone, 1)
+                ON CONFLICT (milestone) DO UPDATE SET version = version + 1;
+            INSERT INTO task_versions (milestone, version) VALUES (OLD.milestone, 1)
+                ON CONFLICT (milestone) DO UPDATE SET version = version + 1;
+        END;
+        CREATE TRIGGER task_versions_delete AFTER DELETE ON tasks BEGIN
+            INSERT INTO task_versions (milestone, version) VALUES (OLD.milestone, 1)
+                ON CONFLICT (milestone) DO UPDATE SET version = version + 1;
+        END;
+        """
+    )
+
+
+def m008_forge(db: Database) -> None:
+    """Pull requests (soda.forge): the milestone's pull request and what soda pushed
+    and wrote to it, its head's checks as last read and whether DONE waits for them;
+    every comment seen on it, once, with what became of it (a correction input,
+    ignored, or soda's own) and soda's reply; the ETag of each response read."""
+    db.conn.executescript(
+        """
+        CREATE TABLE forge_pulls (
+            branch TEXT PRIMARY KEY, repository TEXT NOT NULL, number INTEGER, node_id TEXT,
+            url TEXT, draft INTEGER NOT NULL DEFAULT 1, state TEXT NOT NULL DEFAULT 'open',
+            pushed_sha TEXT, body_sha TEXT, head_sha TEXT,
+            checks_json TEXT NOT NULL DEFAULT '[]', has_checks INTEGER NOT NULL DEFAULT 0,
+            done_sha TEXT, merged INTEGER NOT NULL DEFAULT 0, polled_at TEXT,
+            updated_at TEXT NOT NULL
+        );
+        CREATE TABLE forge_items (
+            kind TEXT NOT NULL, item_id INTEGER NOT NULL, pr_number INTEGER NOT NULL,
+            author TEXT NOT NULL, association TEXT NOT NULL,
+            status TEXT NOT NULL CHECK (status IN ('input', 'ignored', 'own')), reason TEXT,
+            input_id INTEGER REFERENCES human_inputs(id), path TEXT, line INTEGER,
+            reply_commit TEXT, replied_at TEXT, seen_at TEXT NOT NULL,
+            PRIMARY KEY (kind, item_id)
+        );
+        CREATE INDEX forge_items_input ON forge_items(input_id) WHERE input_id IS NOT NULL;
+        CREATE TABLE forge_etags (url TEXT PRIMARY KEY, etag TEXT NOT NULL, body TEXT NOT NULL);
+        """
+    )
+
+
+def m009_approvals(db: Database) -> None:
+    """Plans waiting for a person's approval across iterations (`[approval] wait =
+    "suspend"`, and every fleet run): the plan, its deadline (seconds since the
+    epoch) and how the wait ended."""
+    db.conn.executescript(
+        """
+        CREATE TABLE approvals (
+            id INTEGER PRIMARY KEY,
+            iteration_id INTEGER REFERENCES iterations(id),
+            iteration INTEGER NOT NULL,
+            plan_json TEXT NOT NULL,
+            timeout REAL NOT NULL,
+            deadline REAL NOT NULL,
+            status TEXT NOT NULL DEFAULT 'waiting'
+                CHECK (status IN ('waiting', 'approved', 'rejected')),
+            reason TEXT,
+            asked_at TEXT NOT NULL,
+            settled_at TEXT
+        );
+        CREATE INDEX approvals_status ON approvals(status);
+        """
+    )
+
+
+MIGRATIONS = [m006_milestone_digest, m007_bounded_reads, m008_forge, m009_approvals]
+"""In the order they apply (never reorder one that has shipped)."""
