@@ -70,10 +70,11 @@ class Message:
     tool_results: list[ToolResult] = field(default_factory=list)
     cache_breaks: tuple[int, ...] = ()
     """Where parts of `text` that change less often than what follows them end,
-    ascending: the spec and standing context (the same in every iteration), then
-    what lasts of the claims (learnings, standing tasks). A provider with prompt
-    caching sends each part as a block of its own, marked for the cache; others
-    send `text` whole."""
+    ascending: the spec and standing context (the same in every iteration), the
+    repository map (for the agents that plan), then what lasts of the claims
+    (learnings, standing tasks). A provider with prompt caching sends each part as
+    a block of its own, marked for the cache (with more parts than it has
+    markers, the shortest share the next one's); others send `text` whole."""
     thinking: list[dict[str, Any]] = field(default_factory=list)
     """An assistant turn's extended-thinking blocks, exactly as the provider gave
     them (signatures included): the API wants them back, unchanged, with the
