@@ -7,8 +7,8 @@ The model is a behavioural fake that works like a careful one: the verifier
 runs the tests and reads a file, the assessor runs the tests, the planner
 (given the repository map in its first message) reads the file its plan is
 about and plans one task, the executor writes a file, reads it back and
-submits. `--planner-maps` has the planner call `repo_map` for the overview as
-well, as it had to before the map was one of its inputs. Every tool call is
+submits. `--planner-maps` has the planner call `repo_map` for the overview
+instead, as it did before the map was one of its inputs. Every tool call is
 real (the tests run in the jail, the gate merges each change).
 
 `--history N` first seeds N past iterations (bench/mature_history.py: every cap
@@ -124,11 +124,11 @@ def main() -> None:
     parser.add_argument("--sandbox", choices=["bwrap", "none"], default=None)
     parser.add_argument("--calls", action="store_true", help="also list every call")
     parser.add_argument(
-        "--planner-maps", action="store_true", help="the planner also calls repo_map first"
+        "--planner-maps", action="store_true", help="the planner calls repo_map, not read_file"
     )
     args = parser.parse_args()
     if args.planner_maps:
-        SCRIPT["planner"] = [call("repo_map", path=None), *SCRIPT["planner"]]
+        SCRIPT["planner"] = [call("repo_map", path=None), plan]
     fake = FakeAPI()
     fake.simulate_cache = True
     fake.respond = mature_responder() if args.history else responder(SCRIPT)

@@ -19,7 +19,7 @@ from git import Repo
 
 from soda.agent.definition import first_message, load_agent, terminal_tools
 from soda.config import ModelConfig
-from soda.llm.anthropic import AnthropicModel, fewest_breaks
+from soda.llm.anthropic import AnthropicModel
 from soda.llm.base import (
     Message,
     ModelRequest,
@@ -27,12 +27,13 @@ from soda.llm.base import (
     ToolResult,
     ToolSpec,
     Usage,
+    fewest_breaks,
     ignore_event,
 )
 from soda.loop.sense import MAX_COMMITS, MAX_TASKS_PER_GROUP, SenseInput, sense
 from soda.repo.workspace import tree_of
 from soda.store import learnings, runs
-from soda.tools.repomap import SymbolCache
+from soda.tools.symbols import SymbolCache
 from soda.tools.treemap import RepoMap, TreeMaps
 from soda.trace import SqliteTracker
 from tests.conftest import git

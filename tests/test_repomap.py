@@ -1,4 +1,5 @@
-"""soda.tools.repomap: the repository map on real git repositories."""
+"""soda.tools.repomap (the repository map), soda.tools.symbols (what it shows of a
+Python file) and soda.tools.treemap (the map of a commit), on real git repositories."""
 
 from __future__ import annotations
 
@@ -10,7 +11,8 @@ from pydantic import ValidationError
 
 from soda.config import Config, ContextConfig
 from soda.tools import Sandbox, read_only_tools
-from soda.tools.repomap import CHARS_PER_TOKEN, SymbolCache, python_symbols, rank, repo_map
+from soda.tools.repomap import CHARS_PER_TOKEN, rank, repo_map
+from soda.tools.symbols import SymbolCache, python_symbols
 from soda.tools.treemap import TreeMaps
 from tests.conftest import git
 

@@ -38,6 +38,7 @@ from soda.llm.base import (
     ToolCall,
     ToolSpec,
     Usage,
+    fewest_breaks,
     has_lone_surrogates,
 )
 from soda.llm.retry import RetryableError, call_with_retries
@@ -271,18 +272,6 @@ def wire_messages(messages: list[Message], json_mode: bool) -> list[dict[str, An
     if last is not None:
         last["content"][-1]["cache_control"] = EPHEMERAL
     return wire
-
-
-def fewest_breaks(breaks: list[int], limit: int) -> list[int]:
-    """`breaks` (ascending ends of lasting parts) cut to `limit`. While there are
-    too many, the shortest part gives up its break and shares the marker of the
-    part after it: it is sent again whenever that next part changes, and it is the
-    cheapest to send again. The last break, where what lasts ends, always stays."""
-    kept = list(breaks)
-    while len(kept) > max(limit, 1):
-        sizes = [end - start for start, end in zip([0, *kept[:-2]], kept[:-1], strict=True)]
-        kept.pop(sizes.index(min(sizes)))
-    return kept
 
 
 def _split_parts(blocks: list[dict[str, Any]], message: Message, breaks: list[int]) -> None:

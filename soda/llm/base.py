@@ -81,6 +81,18 @@ class Message:
     turn's tool calls. Opaque to everyone but the provider that made them."""
 
 
+def fewest_breaks(breaks: list[int], limit: int) -> list[int]:
+    """`Message.cache_breaks` cut to a provider's `limit` of cache markers. While
+    there are too many, the shortest part gives up its break and shares the marker
+    of the part after it: it is sent again whenever that next part changes, and it
+    is the cheapest to send again. The last break, where what lasts ends, stays."""
+    kept = list(breaks)
+    while len(kept) > max(limit, 1):
+        sizes = [end - start for start, end in zip([0, *kept[:-2]], kept[:-1], strict=True)]
+        kept.pop(sizes.index(min(sizes)))
+    return kept
+
+
 @dataclass
 class Usage:
     input_tokens: int = 0

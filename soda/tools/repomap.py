@@ -28,10 +28,10 @@ a line saying how many files were left out (the budget keeps a fixed room for
 that line, so the lines above it never depend on the count). The same map of a
 commit's tree, for an agent's first message, is `soda.tools.treemap`.
 
-Parse results are cached in memory by content: a tracked file unchanged in the
-work tree by its blob id from `git ls-files --stage`, anything else by the git
-blob id of the bytes read. A second map of a similar tree parses only what
-changed (`SymbolCache.parses` counts the parses). Files are read only when their
+Symbols (`soda.tools.symbols`) are cached in memory by content: a tracked file
+unchanged in the work tree by its blob id from `git ls-files --stage`, anything
+else by the git blob id of the bytes read. A second map of a similar tree parses
+only what changed (`SymbolCache.parses` counts the parses). Files are read only when their
 symbols are not cached, through the sandbox's checks (regular files only, never
 a FIFO or device), and only as far as the ranking needs: a group of files of
 equal rank and depth past the cut is never parsed.
@@ -39,12 +39,8 @@ equal rank and depth past the cut is never parsed.
 
 from __future__ import annotations
 
-import ast
 import hashlib
 import itertools
-import threading
-import warnings
-from collections import OrderedDict
 from collections.abc import Callable, Iterable, Set
 from dataclasses import dataclass
 from pathlib import Path
@@ -53,14 +49,11 @@ from soda.llm.base import ToolSpec
 from soda.tools.fileio import open_regular
 from soda.tools.listing import git_listing, vetted, walk
 from soda.tools.sandbox import Sandbox, ToolError
+from soda.tools.symbols import MAX_PARSE_BYTES, SYMBOLS, SymbolCache
 from soda.tools.toolbox import DIR_PATH, Tool, described, object_schema
 
 CHARS_PER_TOKEN = 4
-MAX_PARSE_BYTES = 1_000_000
-"""Python files larger than this are listed without symbols (generated, or data)."""
 MAX_SYMBOLS_PER_FILE = 10
-MAX_SIGNATURE_CHARS = 100
-CACHE_ENTRIES = 50_000
 TOOL_HINT = "pass a directory as path, or use list_files"
 """What the tool's last line says to do about the files left out."""
 FOOTER_ROOM = len(f"[{10**7} of {10**7} files left out; {TOOL_HINT}]") + 1
@@ -106,45 +99,6 @@ _LAST_SUFFIXES = tuple(LAST_SUFFIXES)
 LOCK_FILES = frozenset(
     {"package-lock.json", "yarn.lock", "pnpm-lock.yaml", "poetry.lock", "uv.lock", "go.sum"}
 )
-
-
-class SymbolCache:
-    """Symbols per content id (a git blob id), least recently used dropped past
-    `max_entries`. `parses` counts files parsed (or found past MAX_PARSE_BYTES),
-    `hits` answers from the cache."""
-
-    def __init__(self, max_entries: int = CACHE_ENTRIES) -> None:
-        self.max_entries = max_entries
-        self.parses = 0
-        self.hits = 0
-        self._entries: OrderedDict[str, tuple[str, ...]] = OrderedDict()
-        self._lock = threading.Lock()
-
-    def get(self, key: str) -> tuple[str, ...] | None:
-        with self._lock:
-            symbols = self._entries.get(key)
-            if symbols is not None:
-                self._entries.move_to_end(key)
-                self.hits += 1
-            return symbols
-
-    def parse(self, key: str, source: bytes) -> tuple[str, ...]:
-        """The symbols of `source`, kept under `key`; none for a file too large."""
-        symbols = python_symbols(source) if len(source) <= MAX_PARSE_BYTES else ()
-        with self._lock:
-            self.parses += 1
-            self._entries[key] = symbols
-            self._entries.move_to_end(key)
-            while len(self._entries) > self.max_entries:
-                self._entries.popitem(last=False)
-        return symbols
-
-    def __len__(self) -> int:
-        return len(self._entries)
-
-
-SYMBOLS = SymbolCache()
-"""The process's cache: every map shares it (ORIENT's agents, the executor)."""
 
 
 @dataclass
@@ -363,53 +317,3 @@ def _symbols(sandbox: Sandbox, file: MapFile, cache: SymbolCache) -> tuple[str, 
 def _blob_id(data: bytes) -> str:
     """What git would name these bytes as a blob (SHA-1 object format)."""
     return hashlib.sha1(b"blob %d\0" % len(data) + data, usedforsecurity=False).hexdigest()
-
-
-def python_symbols(source: bytes) -> tuple[str, ...]:
-    """One line per public top-level class and function of a Python module; empty
-    when it does not parse."""
-    try:
-        with warnings.catch_warnings():
-            warnings.simplefilter("ignore")  # SyntaxWarning on odd escapes: not ours to report
-            tree = ast.parse(source)
-    except (SyntaxError, ValueError, RecursionError, MemoryError):
-        return ()
-    symbols = []
-    for node in tree.body:
-        if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef):
-            if not node.name.startswith("_"):
-                symbols.append(_clip(_signature(node)))
-        elif isinstance(node, ast.ClassDef) and not node.name.startswith("_"):
-            symbols.append(_clip(_class_line(node)))
-    return tuple(symbols)
-
-
-def _signature(node: ast.FunctionDef | ast.AsyncFunctionDef) -> str:
-    keyword = "async def" if isinstance(node, ast.AsyncFunctionDef) else "def"
-    line = f"{keyword} {node.name}({_unparse(node.args)})"
-    if node.returns is not None:
-        line += f" -> {_unparse(node.returns)}"
-    return line
-
-
-def _class_line(node: ast.ClassDef) -> str:
-    bases = [_unparse(base) for base in node.bases] + [_unparse(kw) for kw in node.keywords]
-    line = f"class {node.name}({', '.join(bases)})" if bases else f"class {node.name}"
-    methods = [
-        item.name
-        for item in node.body
-        if isinstance(item, ast.FunctionDef | ast.AsyncFunctionDef)
-        and not item.name.startswith("_")
-    ]
-    return f"{line}: {', '.join(methods)}" if methods else line
-
-
-def _unparse(node: ast.AST) -> str:
-    try:
-        return " ".join(ast.unparse(node).split())
-    except Exception:  # ast.unparse has no complete error contract
-        return "..."
-
-
-def _clip(line: str) -> str:
-    return line if len(line) <= MAX_SIGNATURE_CHARS else line[: MAX_SIGNATURE_CHARS - 3] + "..."

@@ -40,15 +40,8 @@ from git import GitCommandError, Repo
 
 from soda.repo import objects
 from soda.tools.listing import NOISE_DIRS
-from soda.tools.repomap import (
-    SYMBOLS,
-    Listing,
-    MapFile,
-    SymbolCache,
-    footer,
-    listing,
-    rank,
-)
+from soda.tools.repomap import Listing, MapFile, footer, listing, rank
+from soda.tools.symbols import SYMBOLS, SymbolCache
 
 MESSAGE_HINT = "call repo_map with a directory as path for a closer map, or use list_files"
 """The last line's advice when files were left out."""
