@@ -4,10 +4,12 @@ run on the Anthropic provider against the local Messages-API server
 earlier request wrote is read back, as the API does; tokens ~ characters / 4).
 
 The model is a behavioural fake that works like a careful one: the verifier
-runs the tests and reads a file, the assessor runs the tests, the planner looks
-at the repository map and plans one task, the executor writes a file, reads it
-back and submits. Every tool call is real (the tests run in the jail, the gate
-merges each change).
+runs the tests and reads a file, the assessor runs the tests, the planner
+(given the repository map in its first message) reads the file its plan is
+about and plans one task, the executor writes a file, reads it back and
+submits. `--planner-maps` has the planner call `repo_map` for the overview
+instead, as it did before the map was one of its inputs. Every tool call is
+real (the tests run in the jail, the gate merges each change).
 
 `--history N` first seeds N past iterations (bench/mature_history.py: every cap
 of the claims full, the learnings at theirs, a 10,000-file repository at 10,000)
@@ -22,6 +24,7 @@ turns add the agents' own tool results). Goal, over every turn: >= 85% of all
 input and of ORIENT's, >= 80% of each ORIENT agent's.
 
     python bench/cache_share.py [-n 5] [--history 10000] [--sandbox bwrap|none] [--calls]
+                                [--planner-maps]
 """
 
 from __future__ import annotations
@@ -67,7 +70,7 @@ SCRIPT = {
         submit(VERIFIED),
     ],
     "assessor": [call("run_tests"), submit(NOT_MET)],
-    "planner": [call("repo_map", path=None), plan],
+    "planner": [call("read_file", path="calc.py", offset_line=None, max_lines=None), plan],
     "executor": [
         lambda n: tool_use_response(
             "write_file", {"path": f"notes/n{n}.txt", "content": f"note {n}\n"}
@@ -120,7 +123,12 @@ def main() -> None:
     parser.add_argument("--history", type=int, default=0, help="past iterations seeded first")
     parser.add_argument("--sandbox", choices=["bwrap", "none"], default=None)
     parser.add_argument("--calls", action="store_true", help="also list every call")
+    parser.add_argument(
+        "--planner-maps", action="store_true", help="the planner calls repo_map, not read_file"
+    )
     args = parser.parse_args()
+    if args.planner_maps:
+        SCRIPT["planner"] = [call("repo_map", path=None), plan]
     fake = FakeAPI()
     fake.simulate_cache = True
     fake.respond = mature_responder() if args.history else responder(SCRIPT)

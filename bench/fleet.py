@@ -14,8 +14,8 @@ iteration.
    the fleet adds to each iteration, measured where it happens: Temporal's gap
    between two iterations (one iteration's activity completing to the next
    one starting, from the workflow's history) plus the worker's part of each
-   `iterate` activity beyond `run_iteration` (fetch, session upkeep, push,
-   summary). Goal: <= 150 ms (medians).
+   `iterate` activity beyond `run_iteration` (fetch, session upkeep, the push
+   after each merge and of the report, summary). Goal: <= 150 ms (medians).
 
     PYTHONPATH=. python bench/fleet.py [--runs 8] [--latency 1.0] [--repeat 3]
         [--iterations 8] [--only scaling|overhead]
@@ -131,7 +131,8 @@ def long_script(iterations: int) -> list[dict[str, Any]]:
 async def gaps(address: str, run: str) -> tuple[list[float], list[float]]:
     """Seconds from each iteration's activity completing to the next starting,
     and each `iterate` activity's seconds beyond its `run_iteration` (the
-    worker's part: fetch, session, push, summary)."""
+    worker's part: fetch, session, the pushes, summary; the summary's
+    `seconds` leaves out the pushes made inside `run_iteration`)."""
     client = await connect(address)
     runs = [item async for item in client.list_workflows(f"WorkflowId = '{run}'")]
     times: list[tuple[float, str]] = []

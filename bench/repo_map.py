@@ -36,7 +36,8 @@ from unittest import mock
 
 from soda.config import DEFAULT_REPO_MAP_TOKENS
 from soda.tools import Sandbox, listing, read_only_tools, search
-from soda.tools.repomap import CHARS_PER_TOKEN, SymbolCache, repo_map
+from soda.tools.repomap import CHARS_PER_TOKEN, repo_map
+from soda.tools.symbols import SymbolCache
 
 DEFAULT_REPO = Path(os.environ.get("SODA_BENCH_REPO", "sympy"))
 IGNORED_DIR = "build/lib/generated"

@@ -44,6 +44,31 @@ def remote_project(
     return str(bare)
 
 
+class PushGate:
+    """A pre-receive hook on a bare remote that holds the first push until the
+    test says "accept" or "refuse" (later pushes go through): a worker can be
+    killed between a merge and its push."""
+
+    def __init__(self, bare: str) -> None:
+        self.dir = Path(bare).parent / f"{Path(bare).name}-gate"
+        self.dir.mkdir()
+        hook = Path(bare) / "hooks" / "pre-receive"
+        hook.write_text(
+            "#!/bin/sh\n"
+            f'if mkdir "{self.dir}/first" 2>/dev/null; then\n'
+            f'  while [ ! -f "{self.dir}/word" ]; do sleep 0.05; done\n'
+            f'  [ "$(cat "{self.dir}/word")" != refuse ] || exit 1\n'
+            "fi\n"
+        )
+        hook.chmod(0o755)
+
+    def holding(self) -> bool:
+        return (self.dir / "first").is_dir()
+
+    def answer(self, word: str) -> None:
+        (self.dir / "word").write_text(word)
+
+
 @dataclass
 class WorkerProcess:
     process: subprocess.Popen[bytes]
@@ -165,3 +190,19 @@ ASKING = [
     *DEMO,
 ]
 """The planner asks in iteration 1 (STUCK); after the answer the demo runs."""
+
+
+def _planner_adding(*later: dict[str, Any]) -> dict[str, Any]:
+    entry = json.loads(json.dumps(DEMO[4]))
+    entry["tool_calls"][0]["input"]["new_tasks"] = list(later)
+    return entry
+
+
+LATER_TASK = {
+    "title": "Describe calc in NOTES.md",
+    "description": "A later task: NOTES.md says what calc offers.",
+    "risk": "low",
+}
+WITH_LATER_TASK = [*DEMO[:4], _planner_adding(LATER_TASK), *DEMO[5:]]
+"""The demo, with ORIENT of iteration 1 adding a Trace task for later (task 2;
+the plan's task is 3): still open when the run reaches DONE."""

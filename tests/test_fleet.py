@@ -32,8 +32,11 @@ from soda.fleet.checkout import run_home
 from tests.conftest import git, wait_for
 from tests.fleet_helpers import (
     ASKING,
+    LATER_TASK,
     ROOT,
     TWO_TASKS,
+    WITH_LATER_TASK,
+    PushGate,
     WorkerProcess,
     describe,
     remote_project,
@@ -142,6 +145,11 @@ def worker_db(worker: WorkerProcess, run: str) -> Path:
     return run_home(worker.cache, run).root / "state" / "soda.db"
 
 
+def trace_tasks(path: Path) -> list[tuple[int, str, str]]:
+    with sqlite3.connect(f"file:{path}?mode=ro", uri=True, timeout=5) as db:
+        return db.execute("SELECT id, title, status FROM tasks ORDER BY id").fetchall()
+
+
 def phase_of(worker: WorkerProcess, run: str, number: int) -> str | None:
     path = worker_db(worker, run)
     if not path.exists():
@@ -194,6 +202,8 @@ def test_four_runs_across_two_workers_reach_done(
     for run, url in zip(runs, urls, strict=True):
         done = assert_done_once(server, run, url)
         ran_on |= {h["worker"] for h in done["history"]}
+        for worker in workers:  # a run that ended leaves no checkout in any cache
+            assert not run_home(worker.cache, run).home.exists()
     assert ran_on == {w.name for w in workers}  # two slots each: both took runs
     listed = fleet(server, "list", "--json")
     rows = {row["run"]: row for row in json.loads(listed.output)}
@@ -237,7 +247,9 @@ def test_a_correction_reaches_the_next_orient_of_its_run_only(
     # The model's latency keeps the run in its first iteration while the person writes.
     told_url = remote_project(tmp_path, "told", latency=0.2)
     other_url = remote_project(tmp_path, "other")
-    told, other = submit(server, told_url), submit(server, other_url)
+    # Their records stay on the workers after DONE, to be read here.
+    told = submit(server, told_url, "--keep-checkout")
+    other = submit(server, other_url, "--keep-checkout")
     sent = fleet(server, "tell", told, "prefer plain functions")
     assert sent.exit_code == 0 and "correction" in sent.output, sent.output
     bad = fleet(server, "tell", told, "x", "--kind", "override")
@@ -275,28 +287,41 @@ def test_a_merge_that_never_reached_the_remote_is_made_again_once(
     server: Server, workers: list[WorkerProcess], tmp_path: Path
 ) -> None:
     url = remote_project(tmp_path, "unpushed", TWO_TASKS, latency=0.1)
+    gate = PushGate(url)  # the first merge's push waits at the remote
     run = submit(server, url)
     first = holder(server, run, workers)
+    wait_for(gate.holding, 40, "the first merge's push")
     clone = run_home(first.cache, run).root
-
-    def merged_here_only() -> bool:
-        try:
-            trailer = git(
-                clone, "log", "-1", "--format=%(trailers:key=Soda-Iteration)", "soda/spec"
-            )
-        except Exception:
-            return False
-        return "Soda-Iteration" in trailer
-
-    wait_for(merged_here_only, 40, "the first merge on the first worker")
+    trailer = git(clone, "log", "-1", "--format=%(trailers:key=Soda-Iteration)", "soda/spec")
+    assert "Soda-Iteration: 1" in trailer  # merged on the worker, not yet on the remote
     first.kill()
-    assert landed(url) == []  # the remote never had it
+    gate.answer("refuse")  # the push the dead worker left running never lands
+    assert landed(url) == []
     done = wait_status(server.address, run, {"done"}, RUN_SECONDS)
-    assert [h["outcome"] for h in done["history"]] == ["merged", "done"]
-    assert landed(url) == ["1", "1"]  # one merge per task, none twice
+    assert done["status"]["moves"] == 1
+    assert landed(url) == ["1", "1"]  # one merge per task, each pushed, none twice
     calc = git(Path(url), "show", "soda/spec:calc.py")
     assert calc.count("def divide") == 1
     assert git(Path(url), "show", "soda/spec:NOTES.md") == "add, subtract"
+
+
+def test_a_run_that_moves_keeps_its_trace_tasks(
+    server: Server, workers: list[WorkerProcess], tmp_path: Path
+) -> None:
+    url = remote_project(tmp_path, "tasks", WITH_LATER_TASK, latency=0.15)
+    run = submit(server, url, "--keep-checkout")
+    first = holder(server, run, workers)
+    wait_for(lambda: phase_of(first, run, 2), 40, "iteration 2 on the first worker")
+    before = trace_tasks(worker_db(first, run))
+    assert (2, LATER_TASK["title"], "open") in before
+    first.kill()
+    done = wait_status(server.address, run, {"done"}, RUN_SECONDS)
+    other = next(w for w in workers if w is not first)
+    assert [h["worker"] for h in done["history"]] == [first.name, other.name]
+    after = trace_tasks(worker_db(other, run))
+    assert [row[:2] for row in after] == [row[:2] for row in before]  # same ids, same titles
+    assert (2, LATER_TASK["title"], "open") in after  # not planned again, still for later
+    assert landed(url) == ["1"]
 
 
 def test_a_question_is_answered_through_the_fleet(

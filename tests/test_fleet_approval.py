@@ -86,7 +86,7 @@ def test_a_waiting_plan_frees_its_slot_and_runs_when_approved_on_another_worker(
 ) -> None:
     workers.append(start_worker(server.address, tmp_path, "one", slots=1))
     url, config = approving(tmp_path, "waits", timeout=600)
-    run = submit(server, url, "--config", str(config))
+    run = submit(server, url, "--config", str(config), "--keep-checkout")  # read after DONE
     held = waiting_for_approval(server, run, 1)
     status = held["status"]
     assert status["worker"] is None  # the wait holds no worker
@@ -170,7 +170,7 @@ def test_a_plan_edited_through_the_fleet_is_the_plan_that_runs(
 ) -> None:
     workers.append(start_worker(server.address, tmp_path, "editor", slots=1))
     url, config = approving(tmp_path, "edited", timeout=600)
-    run = submit(server, url, "--config", str(config))
+    run = submit(server, url, "--config", str(config), "--keep-checkout")  # read after DONE
     waiting_for_approval(server, run, 1)
     shown = json.loads(fleet(server, "status", run, "--json").output)
     plan = shown["approval"]["plan"]

@@ -24,6 +24,7 @@ from soda.loop.run import Ending, run_loop
 from soda.store import Database, open_db
 from soda.tools import Sandbox, read_only_tools
 from soda.tools.toolbox import Toolbox
+from soda.tools.treemap import RepoMap
 from tests.plan_fakes import (
     VERIFIED,
     events,
@@ -124,6 +125,29 @@ def test_the_repository_map_goes_first(db: Database, claims: Claims, tools: Tool
     ]
 
 
+def test_the_planners_map_loses_its_last_lines_and_keeps_its_count(
+    db: Database, claims: Claims, tools: Toolbox
+) -> None:
+    planner = load_agent("planner")
+    mapped = RepoMap("\n".join(MAP_LINES), "[700 of 1000 files left out; call repo_map ...]")
+    inputs = {name: "" for name in planner.inputs} | {"claims": claims, "repo_map": mapped}
+    half = mapped.halved()
+    assert half.listing == "\n".join(MAP_LINES[:150]) and half.counts == mapped.counts
+    note = ("the repository map (in part)",)
+    window = needed(
+        db, planner, {**inputs, "repo_map": half, "claims": ShrunkClaims(claims, note)}, tools
+    )
+    fitted = fit_inputs(runner(db, window), planner, inputs, tools)
+    assert fitted["repo_map"] == half
+    message = first_message(planner, fitted)
+    # The map's listing is a lasting part of its own, its count with what changes.
+    listing_end = message.text.index(half.listing) + len(half.listing) + 2
+    assert listing_end in message.cache_breaks
+    assert message.text.index(mapped.counts) > message.cache_breaks[-1]
+    [event] = shrunk_events(db)
+    assert event["left_out"] == ["the repository map (in part)"] and event["fits"]
+
+
 def test_the_learnings_go_before_the_history(db: Database, claims: Claims, tools: Toolbox) -> None:
     verifier = load_agent("verifier")
     inputs = {"spec": "# Spec", "claims": claims, "repo_map": "\n".join(MAP_LINES)}
@@ -188,4 +212,10 @@ def test_orient_shrinks_its_agents_inputs_in_a_real_iteration(tmp_path: Path) ->
     assert verifier_message.count("\n- L") < 60  # not every learning is there
     shrunk = events(session, "agent.inputs_shrunk")
     assert {e["agent"] for e in shrunk} >= {"verifier", "assessor", "planner"}
-    assert all(e["fits"] and e["left_out"][0] == "older learnings" for e in shrunk)
+    # The planner's repository map goes first (the demo's is short: all of it).
+    for event in shrunk:
+        first = "the repository map (in part)" if event["agent"] == "planner" else None
+        assert event["fits"] and event["left_out"] == [
+            *([first] if first else []),
+            "older learnings",
+        ], event

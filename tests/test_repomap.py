@@ -1,15 +1,19 @@
-"""soda.tools.repomap: the repository map on real git repositories."""
+"""soda.tools.repomap (the repository map), soda.tools.symbols (what it shows of a
+Python file) and soda.tools.treemap (the map of a commit), on real git repositories."""
 
 from __future__ import annotations
 
 from pathlib import Path
 
 import pytest
+from git import Repo
 from pydantic import ValidationError
 
 from soda.config import Config, ContextConfig
 from soda.tools import Sandbox, read_only_tools
-from soda.tools.repomap import CHARS_PER_TOKEN, SymbolCache, python_symbols, rank, repo_map
+from soda.tools.repomap import CHARS_PER_TOKEN, rank, repo_map
+from soda.tools.symbols import SymbolCache, python_symbols
+from soda.tools.treemap import TreeMaps
 from tests.conftest import git
 
 CORE = '''\
@@ -261,3 +265,65 @@ def test_outside_git_the_map_walks_the_tree(tmp_path: Path) -> None:
     empty = tmp_path / "empty"
     empty.mkdir()
     assert repo_map(empty, 500) == "(no files)"
+
+
+# --- the map of a commit (soda.tools.treemap) ----------------------------------------
+
+
+def commit_all(root: Path, message: str) -> str:
+    git(root, "add", "-A")
+    git(root, "commit", "-q", "-m", message)
+    return git(root, "rev-parse", "HEAD^{tree}")
+
+
+def test_a_commits_map_is_the_tools_map_of_a_clean_checkout(repo: Path, tmp_path: Path) -> None:
+    git(repo, "worktree", "add", "-q", "--detach", str(tmp_path / "clean"), "HEAD")
+    tool = repo_map(tmp_path / "clean", 2000, cache=SymbolCache()).split("\n")
+    tree = git(repo, "rev-parse", "HEAD^{tree}")
+    mapped = TreeMaps(SymbolCache()).map(Repo(repo), tree, 2000)
+    # Committed files only: the untracked and ignored ones are not in the tree.
+    assert mapped.listing.split("\n") == tool[:-1]
+    assert paths_in(mapped.listing + "\n") == [p for p in ORDER if p != "src/pkg/fresh.py"]
+    assert mapped.counts == f"[{len(ORDER) - 1} files, all shown]"
+    assert mapped.prompt_parts() == (mapped.listing, mapped.counts)
+    # The same tree, another process's maps: the same text.
+    assert TreeMaps(SymbolCache()).map(Repo(repo), tree, 2000) == mapped
+
+
+def test_a_file_past_the_cut_changes_the_count_not_the_listing(repo: Path) -> None:
+    maps = TreeMaps(SymbolCache())
+    first = maps.map(Repo(repo), commit_all(repo, "fresh"), 60)  # every file of ORDER
+    assert first.counts.startswith("[") and "files left out; call repo_map" in first.counts
+    assert "tests/test_core.py" not in first.listing  # past the cut
+    shown = paths_in(first.listing + "\n")
+    for n in range(3):  # docs and tests rank last: never reached
+        write(repo, {f"docs/page_{n}.md": "# page\n", f"tests/test_{n}.py": "def test(): ...\n"})
+        later = maps.map(Repo(repo), commit_all(repo, f"docs {n}"), 60)
+        assert later.listing == first.listing
+        assert f" of {len(ORDER) + 2 * n + 2} files left out" in later.counts
+    assert (maps.trees_read, maps.listings) == (1, 1)  # moved forward, not read again
+    # A file in a group the listing reached: built again, from the kept files.
+    write(repo, {"src/pkg/aaa.py": "def first_of_all(x): ...\n"})
+    changed = maps.map(Repo(repo), commit_all(repo, "aaa"), 60)
+    assert changed.listing != first.listing and (maps.trees_read, maps.listings) == (1, 2)
+    assert paths_in(changed.listing + "\n")[: len(shown)] != shown
+    # A package made elsewhere ranks its modules as source: built again.
+    write(repo, {"tools/__init__.py": "", "tools/run.py": "def run(): ...\n"})
+    maps.map(Repo(repo), commit_all(repo, "tools package"), 60)
+    assert (maps.trees_read, maps.listings) == (1, 3)
+    # Every map, however it was reached, is the map of its tree.
+    tree = git(repo, "rev-parse", "HEAD^{tree}")
+    assert maps.map(Repo(repo), tree, 60) == TreeMaps(SymbolCache()).map(Repo(repo), tree, 60)
+
+
+def test_a_commits_map_leaves_out_what_the_tools_never_show(repo: Path) -> None:
+    write(repo, {"node_modules/pkg/index.js": "x\n", "lib/real.py": "def real(): ...\n"})
+    (repo / "lib" / "link.py").symlink_to("real.py")
+    git(repo, "add", "-f", "node_modules", "lib")
+    git(repo, "commit", "-q", "-m", "vendored and linked")
+    tree = git(repo, "rev-parse", "HEAD^{tree}")
+    listing = TreeMaps(SymbolCache()).map(Repo(repo), tree, 2000).listing.split("\n")
+    assert "node_modules/pkg/index.js" not in listing
+    assert "lib/link.py" in listing  # a symlink is listed by its path alone
+    assert not listing[listing.index("lib/link.py") + 1].startswith("  ")  # no symbols
+    assert "  def real()" in listing

@@ -5,10 +5,11 @@ that may give up), and how its inputs are rendered into the first message.
 
 The first message is ordered for the prompt cache, most stable first: the
 stable inputs (the header's `stable` list, by default the spec); then what lasts
-of the other inputs (an input with `prompt_parts()`: the claims' learnings, then
-their standing work), under the input's heading; then the rest in declared order
-(the claims' part that changes every iteration as "## Claims (continued)"),
-situational inputs last. The message says where the stable inputs and each
+of the other inputs (an input with `prompt_parts()`: the planner's repository
+map, its listing; the claims' learnings, then their standing work), under the
+input's heading; then the rest in declared order (the parts that change every
+iteration as "## Claims (continued)", "## Repo Map (continued)"), situational
+inputs last. The message says where the stable inputs and each
 lasting part end (`Message.cache_breaks`), so a provider can cache each apart
 from what changes after it. Values render compactly: an object with
 `prompt_text()` as that text, other structures as one-line JSON. The message
@@ -212,7 +213,7 @@ def _title(name: str) -> str:
 
 def _parts(value: Any) -> tuple[str, ...]:
     """An input in parts, most lasting first, the last one what changes every
-    iteration: an object with `prompt_parts()` (the claims) in its own, any
+    iteration: an object with `prompt_parts()` (the claims, a map) in its own, any
     other value whole, as one part that changes."""
     if hasattr(value, "prompt_parts"):
         return tuple(str(part) for part in value.prompt_parts())

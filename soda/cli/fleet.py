@@ -117,7 +117,8 @@ def worker(
     """Run soda's iterations for a Temporal server, until SIGTERM or Ctrl-C.
 
     Clones each repository placed on it into --cache, runs iterations there (in
-    the jail, as `soda run` does) and pushes the milestone branch after merges.
+    the jail, as `soda run` does) and pushes the milestone branch after each
+    merge. A run's clone leaves the cache when the run ends.
 
     Example: soda worker --address temporal.example:7233 --slots 4 --cache /var/cache/soda
     """
@@ -147,6 +148,13 @@ def submit(
         typer.Option(help="Seconds a placed worker has to start an iteration.", min=0.5),
     ] = 60.0,
     max_iterations: Annotated[int, typer.Option(help="Iterations at most.", min=1)] = 50,
+    keep_checkout: Annotated[
+        bool,
+        typer.Option(
+            help="Keep the run's clone and record on its worker after the run ends"
+            " (by default the worker removes them)."
+        ),
+    ] = False,
     address: Address = DEFAULT_ADDRESS,
     namespace: Namespace = "default",
 ) -> None:
@@ -172,7 +180,9 @@ def submit(
         from soda.fleet.client import submit as start
         from soda.fleet.state import RunSettings
 
-        settings = RunSettings(url, spec, base, text, heartbeat, place, max_iterations)
+        settings = RunSettings(
+            url, spec, base, text, heartbeat, place, max_iterations, keep_checkout
+        )
         return await start(client, settings)
 
     out.print(_with_client(address, namespace, go), markup=False)

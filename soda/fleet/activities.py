@@ -1,6 +1,7 @@
 """The worker's activities: `place` (on the shared queue: take a run if a slot is
 free), `iterate` (on this worker's own queue: one iteration, heartbeating, with
-the person's inputs passed on to the inbox as they come) and `release`.
+the person's inputs passed on to the inbox as they come) and `release` (the
+slot; and the run's checkout, once the run ended).
 """
 
 from __future__ import annotations
@@ -16,6 +17,7 @@ from temporalio.client import Client
 from temporalio.exceptions import ApplicationError, ApplicationErrorCategory
 
 from soda.errors import TransientError, UserError
+from soda.fleet import checkout
 from soda.fleet.iteration import HeldRun, Progress, run_one
 from soda.fleet.state import HumanSignal, IterationReport, IterationRequest, Placement
 
@@ -57,10 +59,14 @@ class WorkerActivities:
         return Placement(self.worker, self.queue)
 
     @activity.defn(name="release")
-    async def release(self, workflow_id: str) -> None:
+    async def release(self, workflow_id: str, forget: bool = False) -> None:
+        """Free the run's slot (it waits, or ended); with `forget` (it ended)
+        its checkout leaves the cache too."""
         held = self.runs.pop(workflow_id, None)
         if held is not None:
             await asyncio.to_thread(held.close)
+        if forget and await asyncio.to_thread(checkout.forget, self.cache, workflow_id):
+            self.say(f"forgot {workflow_id}: its checkout is removed")
 
     async def close_all(self) -> None:
         for ident in list(self.runs):

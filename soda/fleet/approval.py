@@ -19,8 +19,8 @@ and merges it once approved, or drops it on a rejection.
 from __future__ import annotations
 
 import json
+import os
 import sqlite3
-import time
 from collections.abc import Callable
 from typing import Any
 
@@ -28,17 +28,18 @@ import git
 
 from soda.config import Config
 from soda.contracts import IterationPlan
-from soda.errors import TransientError
+from soda.errors import SodaError, TransientError
+from soda.fleet.checkout import PUSH_RETRY
 from soda.fleet.state import ApprovalWait
 from soda.human.approval import waiting_what
 from soda.loop.act.held import KEPT_REF
 from soda.loop.session import Session
 from soda.repo.milestone import milestone_name
+from soda.repo.push import push as push_refs
 from soda.store import approvals, tasks
 
 KEPT_REFSPEC = "+" + KEPT_REF.format("*") + ":" + KEPT_REF.format("*")
 """The held merges' kept work, the same refs on the worker and on the remote."""
-KEPT_PUSH_ATTEMPTS = 5
 
 
 def suspending(config: Config) -> Config:
@@ -137,25 +138,43 @@ def push_kept(
     after: ApprovalWait | None,
     say: Callable[[str], None] | None = None,
 ) -> None:
-    """After an iteration that held merges, or acted on held ones: the remote's
-    kept refs made the worker's (new ones pushed, spent ones deleted), before the
-    report says what waits. Retried; a TransientError when it never succeeds."""
-    if not any(wait is not None and wait.kind == "merge" for wait in (before, after)):
+    """After an iteration that held merges, or acted on held ones: the kept work
+    of what waits now goes to the remote, and what was spent (merged, rejected)
+    is deleted there, in one atomic push (the one push code, retried as the
+    milestone's push is), before the report says what waits. A TransientError
+    when it never succeeds: the iteration runs again."""
+    specs = _kept_refspecs(git.Repo(config.root), before, after)
+    if not specs:
         return
-    repo = git.Repo(config.root)
-    wait = 0.5
-    for attempt in range(1, KEPT_PUSH_ATTEMPTS + 1):
+    try:
+        push_refs(
+            config.root, "origin", specs, atomic=len(specs) > 1, retry=PUSH_RETRY,
+            env=os.environ, say=say,
+        )  # fmt: skip
+    except SodaError as exc:
+        raise TransientError(f"cannot push the work kept for approval: {exc}") from exc
+
+
+def _kept_refspecs(
+    repo: git.Repo, before: ApprovalWait | None, after: ApprovalWait | None
+) -> list[str]:
+    """Refspecs that make the remote's kept refs what `after` keeps: each kept
+    merge's commit, and a deletion for each of `before`'s the remote still has."""
+    keep = {merge["ref"]: merge["commit"] for merge in _merges(after)}
+    specs = [f"+{commit}:{ref}" for ref, commit in keep.items()]
+    spent = [merge["ref"] for merge in _merges(before) if merge["ref"] not in keep]
+    if spent:
         try:
-            repo.git.push("--prune", "origin", KEPT_REFSPEC)
-            return
+            listed = str(repo.git.ls_remote("origin", *spent))
         except git.GitCommandError as exc:
-            why = _last(exc)
-            if attempt == KEPT_PUSH_ATTEMPTS:
-                raise TransientError(f"cannot push the work kept for approval: {why}") from exc
-            if say:
-                say(f"push of the work kept for approval failed ({why}); again in {wait:g} s")
-            time.sleep(wait)
-            wait *= 2
+            raise TransientError(f"cannot list the work kept for approval: {_last(exc)}") from exc
+        there = {line.split("\t")[1] for line in listed.splitlines() if "\t" in line}
+        specs += [f":{ref}" for ref in spent if ref in there]
+    return specs
+
+
+def _merges(wait: ApprovalWait | None) -> list[dict[str, Any]]:
+    return wait.merges if wait is not None and wait.kind == "merge" else []
 
 
 def _last(exc: git.GitCommandError) -> str:

@@ -1,6 +1,8 @@
 """One iteration on a worker, as plain synchronous code (the activity runs it in
 a thread): prepare the checkout, rebuild the record when fresh, open a session,
-run `soda.loop.run.run_iteration` unchanged, push the milestone, summarise.
+run `soda.loop.run.run_iteration` unchanged (the milestone pushed after each
+merge, through the session's `on_landed`), push the report of an iteration
+that merged beside the milestone, summarise.
 """
 
 from __future__ import annotations
@@ -8,21 +10,34 @@ from __future__ import annotations
 import threading
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Protocol, runtime_checkable
 
+from sqlite_utils import Database
+
+from soda.config import Config
 from soda.contracts import HumanInput
 from soda.contracts.outcomes import RunStatus, TaskStatus
-from soda.errors import StructuralError
+from soda.errors import StructuralError, TransientError
 from soda.fleet import approval, checkout
-from soda.fleet.state import PROVENANCE, IterationReport, IterationRequest, IterationSummary
+from soda.fleet.state import (
+    MAX_CARRIED_TASKS,
+    MAX_TASK_TEXT,
+    PROVENANCE,
+    CarriedTask,
+    IterationReport,
+    IterationRequest,
+    IterationSummary,
+)
 from soda.human.write import write_input
 from soda.loop.asking import open_questions
 from soda.loop.run import Ending, run_iteration
+from soda.loop.sense import MAX_OTHER_TASKS
 from soda.loop.session import Session
 from soda.repo.milestone import milestone_name
 from soda.store import history, learnings, tasks
+from soda.store.tasks import Task
 from soda.system.lock import release_lock
 
 Printer = Callable[[str], None]
@@ -120,12 +135,12 @@ def run_one(
     config = approval.suspending(config)  # the workflow holds approval waits, not the worker
     if fresh:
         held.close()
-        sha = checkout.landed(config, request.number)
-        report = _landed(worker, request, sha) if sha is not None else None
-        # A merge that landed before its worker could say so counts as done here too.
-        done = [*request.history, report.summary] if report else request.history
-        checkout.rebuild(config, done, request.learnings)
-        if report is not None:
+        report = _recovered(config, worker, request)
+        if report is None:
+            checkout.rebuild(config, request.history, request.learnings, request.tasks)
+        else:  # what landed before its worker could say so counts as done here too
+            done = [*request.history, report.summary]
+            checkout.rebuild(config, done, report.learnings, report.tasks)
             return report
     progress.state_dir = config.state_dir
     for item in request.pending:
@@ -157,22 +172,28 @@ def _iterate(
     approval.agree(session, request.approval)
     number = request.number
     progress.phase_of = lambda: (history.iteration(session.db, number) or {}).get("phase")
+    pusher = Pusher(session.config, say)
+    session.on_landed = pusher
     started = time.monotonic()
-    result = run_iteration(session, say)
-    seconds = time.monotonic() - started
+    try:
+        result = run_iteration(session, say)
+    finally:
+        session.on_landed = None
+    seconds = time.monotonic() - started - pusher.seconds  # the pushes are the fleet's
     progress.phase_of = None
     if result.ending is not Ending.CONTINUE:
         session.finish_run(result.ending.run_status, result.reason)
-    progress.phase = "pushing"
-    tip = checkout.push(session.config, say)
+    if pusher.failed is not None:  # a merge that never reached the remote is not landed
+        raise pusher.failed
     row = history.iteration(session.db, result.number) or {}
+    merged = bool(row.get("merged_commit"))
     summary = IterationSummary(
         result.number,
         result.ending.value,
         result.reason,
         row.get("decision"),
         row.get("outcome"),
-        tip if row.get("merged_commit") else None,
+        checkout.tip(session.config) if merged else None,
         int(row.get("tokens_in") or 0) + int(row.get("tokens_out") or 0),
         float(row.get("cost_usd") or 0.0),
         worker,
@@ -186,18 +207,109 @@ def _iterate(
         learnings.active(session.db, session.config.context.max_learnings),
         _open_tasks(session),
         _waiting_for(session),
+        tasks=carried_tasks(session.db, milestone_name(session.config)),
     )
     report.approval = approval.reported(session)
+    # What the merges changed is on the remote already; an iteration that merged
+    # leaves its report there too (with anything the milestone still lacks, at
+    # once), so a worker lost before the workflow hears of it loses nothing.
+    progress.phase = "pushing"
     approval.push_kept(session.config, request.approval, report.approval, say)
+    checkout.publish(
+        session.config, request.workflow_id, report if merged else None, request.token, say
+    )
     return report
 
 
-def _landed(worker: str, request: IterationRequest, sha: str) -> IterationReport:
-    reason = "its merge reached the remote before its worker was lost"
+class Pusher:
+    """The session's `on_landed` on a worker: the milestone goes to the remote
+    after each merge (retried); one that never gets there fails the iteration
+    (transient: it runs again from the remote)."""
+
+    def __init__(self, config: Config, say: Printer) -> None:
+        self.config = config
+        self.say = say
+        self.failed: TransientError | None = None
+        self.seconds = 0.0
+        """Spent pushing: the fleet's part of the iteration, not `run_iteration`'s."""
+
+    def __call__(self, tip: str) -> None:
+        started = time.monotonic()
+        try:
+            checkout.push(self.config, self.say)
+        except TransientError as exc:
+            self.failed = exc
+            raise
+        finally:
+            self.seconds += time.monotonic() - started
+
+
+def _recovered(config: Config, worker: str, request: IterationRequest) -> IterationReport | None:
+    """What the remote says of iteration `request.number`, which a lost worker
+    ran: its report (it merged, and pushed the report with the milestone), or
+    else the merges that name it (it was lost between its merges and its
+    report: recorded as soda's crash recovery records them); None when the
+    remote has nothing of it (it runs here from its start)."""
+    stored = checkout.stored_report(config, request.workflow_id, request.token, request.number)
+    if stored is not None:
+        return stored
+    found = checkout.landed(config, request.number)
+    if found is None:
+        return None
+    reason = "its merges reached the remote before its worker was lost"
     summary = IterationSummary(
-        request.number, Ending.CONTINUE.value, reason, "CONTINUE", "merged", sha, worker=worker
+        request.number,
+        Ending.CONTINUE.value,
+        reason,
+        "CONTINUE",
+        "merged",
+        found.commit,
+        worker=worker,
     )
-    return IterationReport(summary, [], request.model_position, request.learnings, 0, None)
+    closed = TaskStatus.CLOSED.value
+    carried = [
+        replace(task, status=closed, reason=f"merged in {found.commit[:10]}")
+        if task.id in found.tasks and task.status != closed
+        else task
+        for task in request.tasks
+    ]
+    still_open = sum(1 for task in carried if task.status != closed)
+    return IterationReport(
+        summary,
+        [],
+        request.model_position,
+        request.learnings,
+        still_open,
+        None,
+        tasks=carried,
+    )
+
+
+def carried_tasks(db: Database, milestone: str) -> list[CarriedTask]:
+    """The Trace tasks a run carries to its next worker, bounded: the root, the
+    unfinished ones (lowest ids first) and the few last closed."""
+    root = tasks.root(db, milestone)
+    chosen: dict[int, Task] = {root.id: root} if root else {}
+    for status in (TaskStatus.IN_PROGRESS, TaskStatus.OPEN, TaskStatus.BLOCKED):
+        for task in tasks.of_milestone(db, milestone, status, MAX_CARRIED_TASKS):
+            chosen.setdefault(task.id, task)
+    # The root has the lowest id (a task's parent is older than the task).
+    picked = sorted(chosen.values(), key=lambda t: t.id)[: MAX_CARRIED_TASKS - MAX_OTHER_TASKS]
+    for task in tasks.recently_closed(db, milestone, MAX_OTHER_TASKS):
+        if task.id not in {t.id for t in picked}:
+            picked.append(task)
+    return [
+        CarriedTask(
+            task.id,
+            task.title[:200],
+            task.status.value,
+            task.parent_id,
+            "" if root is not None and task.id == root.id else task.description[:MAX_TASK_TEXT],
+            (task.status_reason or "")[:300] or None,
+            task.risk,
+        )
+        for task in sorted(picked, key=lambda t: t.id)
+    ]
 
 
 def _open_tasks(session: Session) -> int:

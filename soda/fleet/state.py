@@ -3,15 +3,18 @@
 The workflow holds decisions and what must outlive any one machine: the run's
 settings, the iterations finished (a small summary each, never a transcript),
 the person's inputs not yet delivered to a worker, the control flags, where the
-scripted model stands in its script, and where the run is placed. Transcripts
-and diffs stay in the worker's SQLite; the git remote holds the code.
+scripted model stands in its script, the learnings and the Trace tasks not yet
+closed (bounded: `MAX_CARRIED_TASKS`, `MAX_TASK_TEXT`), and where the run is
+placed. Transcripts and diffs stay in the worker's SQLite; the git remote holds
+the code, and (`report_json`) the report of an iteration that merged.
 """
 
 from __future__ import annotations
 
 import hashlib
+import json
 import re
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field
 from typing import Any
 
 from soda.system.clock import moment
@@ -28,6 +31,11 @@ MAX_HISTORY = 500
 """Finished iterations a run keeps in its state (the oldest drop off)."""
 MEMO_HISTORY = 100
 """Finished iterations shown by `soda fleet history` when no worker answers."""
+MAX_CARRIED_TASKS = 40
+"""Trace tasks a run carries from worker to worker: the root, the unfinished
+ones (lowest ids first) and the few last closed."""
+MAX_TASK_TEXT = 1000
+"""Characters of a carried task's description (its title: 200, its reason: 300)."""
 
 
 @dataclass
@@ -46,6 +54,9 @@ class RunSettings:
     place_seconds: float = 60.0
     """An iteration its worker does not start within this long is placed elsewhere."""
     max_iterations: int = 50
+    keep_checkout: bool = False
+    """Keep the run's clone and record in its worker's cache after the run ends
+    (to look into them); by default the worker removes them."""
 
 
 @dataclass
@@ -74,7 +85,24 @@ class IterationSummary:
     cost_usd: float = 0.0
     worker: str = ""
     seconds: float = 0.0
-    """How long `run_iteration` took on the worker (what the fleet adds is the rest)."""
+    """How long `run_iteration` took on the worker, less the pushes after its
+    merges (what the fleet adds is the rest)."""
+
+
+@dataclass
+class CarriedTask:
+    """One Trace task as the run carries it to its next worker, which recreates
+    it with the same id (`soda.fleet.checkout.rebuild`). The root's description
+    (the spec) is not carried: the new worker reads the spec itself."""
+
+    id: int
+    title: str
+    status: str
+    """open, in_progress, blocked or closed (soda.contracts.outcomes.TaskStatus)."""
+    parent_id: int | None = None
+    description: str = ""
+    reason: str | None = None
+    risk: str = "low"
 
 
 @dataclass
@@ -123,6 +151,10 @@ class IterationRequest:
     learnings: list[str]
     approval: ApprovalWait | None = None
     """The plan that waits for approval, if one does (a fresh worker keeps it again)."""
+    tasks: list[CarriedTask] = field(default_factory=list)
+    """The Trace tasks the run carries (a fresh worker recreates them)."""
+    token: str = ""
+    """The run's `RunState.token`: a report on the remote is this run's only if it says so."""
 
 
 @dataclass
@@ -139,6 +171,8 @@ class IterationReport:
     """A question the run waits for, in one line."""
     approval: ApprovalWait | None = None
     """The plan that waits for approval after this iteration, if one does."""
+    tasks: list[CarriedTask] = field(default_factory=list)
+    """The Trace tasks after the iteration, bounded (what the next worker recreates)."""
 
 
 @dataclass
@@ -158,7 +192,14 @@ class RunState:
     model_position: int | None = None
     learnings: list[str] = field(default_factory=list)
     open_tasks: int = 0
+    tasks: list[CarriedTask] = field(default_factory=list)
     placement: Placement | None = None
+    kept_on: Placement | None = None
+    """The worker whose cache holds the run's checkout while the run waits (told
+    to forget it when the run ends)."""
+    token: str = ""
+    """The first execution's Temporal run id: tells this run apart from an
+    earlier one of the same id (submitted again after it ended)."""
     fresh: bool = True
     paused: bool = False
     stopping: bool = False
@@ -231,3 +272,23 @@ def approval_memo(state: RunState) -> dict[str, Any] | None:
 
 def history_rows(state: RunState) -> list[dict[str, Any]]:
     return [vars(item) for item in state.history[-MEMO_HISTORY:]]
+
+
+def report_json(report: IterationReport, token: str) -> bytes:
+    """The report as the remote keeps it beside the milestone (with the run's token)."""
+    return json.dumps({"token": token, **asdict(report)}, indent=1).encode()
+
+
+def report_from_json(data: bytes, token: str) -> IterationReport | None:
+    """The report `report_json` wrote, if it is this run's (and readable)."""
+    try:
+        raw = json.loads(data)
+        if raw.pop("token", None) != token or not token:
+            return None
+        summary = IterationSummary(**raw.pop("summary"))
+        tasks = [CarriedTask(**task) for task in raw.pop("tasks", [])]
+        waiting = raw.pop("approval", None)
+        approval = ApprovalWait(**waiting) if waiting else None
+        return IterationReport(summary=summary, tasks=tasks, approval=approval, **raw)
+    except (ValueError, TypeError, AttributeError, KeyError):
+        return None

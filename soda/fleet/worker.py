@@ -3,7 +3,9 @@ and its own queue (the iterations of the runs placed on it), `--slots` at a time
 
 Its own queue's name is unique to the process: a run placed here stays here
 while this process lives; once it is gone the run's next attempt is placed on
-another worker (see soda.fleet.workflow).
+another worker (see soda.fleet.workflow). A run that ends has its checkout
+removed from the cache (`release`); at start, the worker removes the ones
+left unused for a day (`STALE_SECONDS`; only directories it marked as a run's).
 """
 
 from __future__ import annotations
@@ -20,10 +22,15 @@ from pathlib import Path
 from temporalio.client import Client
 from temporalio.worker import Worker
 
+from soda.fleet import checkout
 from soda.fleet.activities import WorkerActivities
 from soda.fleet.workflow import SodaRun
 
 STICKY_SECONDS = 2.0
+STALE_SECONDS = 24 * 3600.0
+"""A run's checkout in the cache not used for this long is removed when a worker
+starts (the run ended while its worker was away, or went on elsewhere); a
+run that comes back to this worker clones again."""
 
 
 def worker_name() -> str:
@@ -37,6 +44,7 @@ async def serve(
     name = worker_name()
     own = f"{task_queue}-worker-{name}"
     cache.mkdir(parents=True, exist_ok=True)
+    swept = checkout.sweep(cache, STALE_SECONDS)  # a run that went on elsewhere, long ago
     offered = WorkerActivities(client, name, own, cache.resolve(), slots)
     shared = Worker(
         client,
@@ -61,6 +69,8 @@ async def serve(
         loop.add_signal_handler(sig, stop.set)
     async with shared, pinned:
         offered.say(f"up: namespace {client.namespace}, queue {own}, {slots} slots")
+        if swept:
+            offered.say(f"removed {len(swept)} checkouts unused for a day: {', '.join(swept)}")
         if ready is not None:  # whole or absent: a reader never sees it half written
             partial = ready.with_name(ready.name + ".partial")
             partial.write_text(name, encoding="utf-8")

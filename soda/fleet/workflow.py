@@ -9,7 +9,8 @@ places it on another worker, which rebuilds from this state. After STUCK or
 HALT, and while paused, the run waits for a person's signal holding no worker.
 A plan that waits for approval waits here too, on a durable timer: until a
 verdict on it (or an edit, or stop) comes or its deadline passes, after which
-the next iteration, on any worker, acts on it (soda.fleet.approval).
+the next iteration, on any worker, acts on it (soda.fleet.approval). A run
+that ends tells the worker that last held it to remove its checkout.
 """
 
 from __future__ import annotations
@@ -62,6 +63,7 @@ class SodaRun:
     @workflow.run
     async def run(self, state: RunState) -> str:
         self.state = state
+        state.token = state.token or workflow.info().run_id  # the first execution's
         while True:
             if state.stopping:
                 return await self._end("stopped")
@@ -117,6 +119,8 @@ class SodaRun:
             list(state.pending),
             state.model_position,
             state.learnings,
+            tasks=state.tasks,
+            token=state.token,
         )
         request.approval = state.approval
         try:
@@ -148,7 +152,15 @@ class SodaRun:
             else:
                 ending, reason = "halt", f"the iteration crashed: {message}"
             summary = IterationSummary(request.number, ending, reason, worker=placement.worker)
-            report = IterationReport(summary, [], state.model_position, state.learnings, 0, None)
+            report = IterationReport(
+                summary,
+                [],
+                state.model_position,
+                state.learnings,
+                state.open_tasks,
+                None,
+                tasks=state.tasks,
+            )
             report.approval = state.approval  # a plan that waited still waits
             return report
 
@@ -188,6 +200,7 @@ class SodaRun:
         state.model_position = report.model_position
         state.learnings = report.learnings
         state.open_tasks = report.open_tasks
+        state.tasks = report.tasks
         state.tokens += summary.tokens
         state.cost_usd += summary.cost_usd
         state.approval = report.approval  # the worker's record says whether a plan waits
@@ -199,18 +212,20 @@ class SodaRun:
     def _may_go(self, state: RunState) -> bool:
         return state.stopping or (not state.paused and state.waiting_for is None)
 
-    async def _release(self) -> None:
+    async def _release(self, forget: bool = False) -> None:
         """Give the worker its slot back while the run waits (best effort: a
-        lost worker has nothing to give back)."""
+        lost worker has nothing to give back); with `forget` (the run ended),
+        the worker that last held it also removes its checkout."""
         state = self.state
         assert state is not None
-        if state.placement is None:
+        placement = state.placement or (state.kept_on if forget else None)
+        if placement is None:
             return
-        placement, state.placement = state.placement, None
+        state.placement, state.kept_on = None, None if forget else placement
         with contextlib.suppress(ActivityError):
             await workflow.execute_activity(
                 "release",
-                workflow.info().workflow_id,
+                args=[workflow.info().workflow_id, forget],
                 task_queue=placement.queue,
                 schedule_to_start_timeout=timedelta(seconds=5),
                 start_to_close_timeout=timedelta(seconds=5),
@@ -218,7 +233,9 @@ class SodaRun:
             )
 
     async def _end(self, status: str) -> str:
-        await self._release()
+        state = self.state
+        assert state is not None
+        await self._release(forget=not state.settings.keep_checkout)
         self._show(status)
         await workflow.wait_condition(workflow.all_handlers_finished)
         return status

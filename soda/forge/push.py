@@ -1,10 +1,9 @@
 """Pushing the milestone branch, and the repository's name read from the remote.
 
-The token reaches git for one command only: a credential helper given as a `-c`
-option reads it from the environment of that one git process
-(`SODA_FORGE_TOKEN`), so it is never in `.git/config`, the reflog, the command
-line, a log line or the database. Over a transport that asks for no credentials
-(ssh, a local path) the helper is never called.
+The push itself is soda.repo.push's (the fleet's too): the token reaches git
+for that one command only, through a credential helper, and is never written
+anywhere. Here its failures get the forge's words: which variable holds the
+token, and what to do about a remote branch soda may not overwrite.
 """
 
 from __future__ import annotations
@@ -14,14 +13,9 @@ from pathlib import Path
 
 from soda.errors import CredentialsError, TransientError, UserError
 from soda.repo.git import HARDENING_ARGS
+from soda.repo.push import PUSH_TIMEOUT, PushRefused, PushRejected
+from soda.repo.push import push as push_refs
 from soda.system import proc
-
-PUSH_TIMEOUT = 300.0
-TOKEN_VARIABLE = "SODA_FORGE_TOKEN"
-_HELPER = (
-    'credential.helper=!f() { test "$1" = get || exit 0;'
-    f' echo username=x-access-token; echo "password=${TOKEN_VARIABLE}"; }}; f'
-)
 
 _URL = re.compile(
     r"^(?:https?://[^/]+/|ssh://(?:[^@/]+@)?[^/]+/|[^@/:]+@[^:]+:)"
@@ -55,47 +49,20 @@ def push(
     token_env: str,
     timeout: float = PUSH_TIMEOUT,
 ) -> None:
-    """Push `branch` to the same name on `remote` (fast-forward only); `token_env`
-    names the token's variable in messages."""
+    """Push `branch` to the same name on `remote` (fast-forward only, tried once:
+    soda.repo.push); `token_env` names the token's variable in messages."""
     ref = f"refs/heads/{branch}"
-    argv = [
-        "git",
-        *HARDENING_ARGS,
-        "-c",
-        "credential.helper=",  # only ours: no helper of the person's stores the token
-        "-c",
-        _HELPER,
-        "push",
-        "--porcelain",
-        remote,
-        f"{ref}:{ref}",
-    ]
-    result = proc.run(
-        argv,
-        repo_path,
-        timeout=timeout,
-        extra_env={TOKEN_VARIABLE: token, "GIT_TERMINAL_PROMPT": "0"},
-        interruptible=False,
-    )
-    if result.ok:
-        return
-    output = scrub(result.output, token)
-    first = next((line for line in output.splitlines() if line.strip()), "no output")
-    if "[rejected]" in output or "non-fast-forward" in output or "fetch first" in output:
+    try:
+        push_refs(repo_path, remote, [f"{ref}:{ref}"], token=token, timeout=timeout)
+    except PushRejected as exc:
         raise UserError(
             f"forge: {remote}/{branch} has commits the milestone lacks; soda pushes"
-            f" fast-forward only: merge or delete the remote branch ({first.strip()})"
-        )
-    if re.search(r"Authentication failed|403|401|could not read Username", output):
+            f" fast-forward only: merge or delete the remote branch ({exc.detail})"
+        ) from exc
+    except PushRefused as exc:
         raise CredentialsError(
             f"forge: pushing to {remote} was refused: the token in ${token_env} needs"
-            f" read and write access to the repository's contents ({first.strip()})"
-        )
-    if result.timed_out:
-        raise TransientError(f"forge: pushing {branch} to {remote} timed out")
-    raise TransientError(f"forge: pushing {branch} to {remote} failed: {first.strip()[:300]}")
-
-
-def scrub(text: str, token: str) -> str:
-    """`text` without the token (a remote that echoes it must not leak it)."""
-    return text.replace(token, "***") if token else text
+            f" read and write access to the repository's contents ({exc.detail})"
+        ) from exc
+    except TransientError as exc:
+        raise TransientError(f"forge: {exc}") from exc

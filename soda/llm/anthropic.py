@@ -38,6 +38,7 @@ from soda.llm.base import (
     ToolCall,
     ToolSpec,
     Usage,
+    fewest_breaks,
     has_lone_surrogates,
 )
 from soda.llm.retry import RetryableError, call_with_retries
@@ -248,11 +249,12 @@ def wire_tools(tools: list[ToolSpec], marked: bool = True) -> list[dict[str, Any
 
 def wire_messages(messages: list[Message], json_mode: bool) -> list[dict[str, Any]]:
     """The conversation with cache breakpoints at the end of the first user
-    message's parts (`Message.cache_breaks`, the first MAX_MARKERS - 1 at most:
-    the spec, then what lasts of the claims; the whole message when it names no
-    parts), and on the latest turn's last block (a rolling marker: each turn of a
-    tool loop reads everything before it from the cache, the previous turn wrote
-    it). `build_params` gives the system prompt and the tools any marker left."""
+    message's parts (`Message.cache_breaks`, MAX_MARKERS - 1 at most, see
+    `fewest_breaks`: the spec, the repository map, then what lasts of the claims;
+    the whole message when it names no parts), and on the latest turn's last
+    block (a rolling marker: each turn of a tool loop reads everything before it
+    from the cache, the previous turn wrote it). `build_params` gives the system
+    prompt and the tools any marker left."""
     wire: list[dict[str, Any]] = [
         {"role": m.role, "content": content_blocks(m, json_mode)} for m in messages
     ]
@@ -263,7 +265,7 @@ def wire_messages(messages: list[Message], json_mode: bool) -> list[dict[str, An
         message, blocks = messages[first], wire[first]["content"]
         breaks = [n for n in message.cache_breaks if 0 < n < len(message.text)]
         if breaks:
-            _split_parts(blocks, message, breaks[: MAX_MARKERS - 1])
+            _split_parts(blocks, message, fewest_breaks(breaks, MAX_MARKERS - 1))
         else:
             blocks[-1]["cache_control"] = EPHEMERAL
     last = next((w for w in reversed(wire) if w["content"]), None)

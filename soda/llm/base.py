@@ -70,14 +70,27 @@ class Message:
     tool_results: list[ToolResult] = field(default_factory=list)
     cache_breaks: tuple[int, ...] = ()
     """Where parts of `text` that change less often than what follows them end,
-    ascending: the spec and standing context (the same in every iteration), then
-    what lasts of the claims (learnings, standing tasks). A provider with prompt
-    caching sends each part as a block of its own, marked for the cache; others
-    send `text` whole."""
+    ascending: the spec and standing context (the same in every iteration), the
+    repository map (for the agents that plan), then what lasts of the claims
+    (learnings, standing tasks). A provider with prompt caching sends each part as
+    a block of its own, marked for the cache (with more parts than it has
+    markers, the shortest share the next one's); others send `text` whole."""
     thinking: list[dict[str, Any]] = field(default_factory=list)
     """An assistant turn's extended-thinking blocks, exactly as the provider gave
     them (signatures included): the API wants them back, unchanged, with the
     turn's tool calls. Opaque to everyone but the provider that made them."""
+
+
+def fewest_breaks(breaks: list[int], limit: int) -> list[int]:
+    """`Message.cache_breaks` cut to a provider's `limit` of cache markers. While
+    there are too many, the shortest part gives up its break and shares the marker
+    of the part after it: it is sent again whenever that next part changes, and it
+    is the cheapest to send again. The last break, where what lasts ends, stays."""
+    kept = list(breaks)
+    while len(kept) > max(limit, 1):
+        sizes = [end - start for start, end in zip([0, *kept[:-2]], kept[:-1], strict=True)]
+        kept.pop(sizes.index(min(sizes)))
+    return kept
 
 
 @dataclass

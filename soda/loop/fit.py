@@ -5,8 +5,8 @@ the earlier agents' conclusions). On a small window the whole first request may
 not fit: before each agent runs, its inputs lose what matters least, in a fixed
 order, until soda's estimate says the request fits (`AgentRunner.overflow`):
 
-1. the repository map (an input named `repo_map`, when an agent has one), its
-   last lines first (it lists the most relevant files first);
+1. the repository map (the input `repo_map` of the agents that plan), its last
+   lines first (it lists the most relevant files first);
 2. the learnings, oldest first;
 3. the history: older iterations first, then the last attempt's detail (its
    failing tests, task summaries and diffstat);
@@ -30,6 +30,7 @@ from typing import Any
 from soda.agent.definition import Agent
 from soda.agent.runtime import AgentRunner, Toolset
 from soda.contracts import Claims
+from soda.tools.treemap import RepoMap
 
 REPO_MAP = "repo_map"
 Inputs = dict[str, Any]
@@ -77,9 +78,8 @@ def fit_inputs(runner: AgentRunner, agent: Agent[Any], inputs: Inputs, tools: To
         return runner.overflow(agent, shrunk, tools) <= 0
 
     fitted = False
-    while not fitted and isinstance(shrunk.get(REPO_MAP), str) and shrunk[REPO_MAP].strip():
-        lines = shrunk[REPO_MAP].splitlines()
-        shrunk[REPO_MAP] = "\n".join(lines[: len(lines) // 2])
+    while not fitted and (halved := _halved_map(shrunk.get(REPO_MAP))) is not None:
+        shrunk[REPO_MAP] = halved
         left_out.append("the repository map (in part)")
         fitted = fits()
     for cut in (cut for step in STEPS for cut in step):
@@ -100,6 +100,17 @@ def fit_inputs(runner: AgentRunner, agent: Agent[Any], inputs: Inputs, tools: To
         },
     )
     return shrunk
+
+
+def _halved_map(value: Any) -> Any:
+    """The map (a `RepoMap`, or its text) without the last half of its lines (the
+    least relevant files); None when it has no lines left."""
+    if isinstance(value, RepoMap):
+        return value.halved() if value.listing.strip() else None
+    if isinstance(value, str) and value.strip():
+        lines = value.splitlines()
+        return "\n".join(lines[: len(lines) // 2])
+    return None
 
 
 def _halve(items: list[Any]) -> list[Any]:

@@ -6,12 +6,13 @@ that walks the same three steps. Both read the milestone branch through the
 pool's clean checkout of its tip (`Checkouts.view`) with read-only tools, and both end in one
 `Orientation`. The agents that plan (planner, orienter) are also told the
 test command, the changes the gate holds for a person and the approval
-threshold (`tests_and_merges`), and may ask the person (`ask_human`, which ends
-ORIENT); the verifier and the assessor may not ask. A plan that passes its
-schema but not the semantic checks (unknown dependencies, cycles, unknown
-tasks, more than `[plan] max_tasks` tasks) goes back to the agent that made it
-(planner or orienter) with the problems, at most PLAN_REPAIRS times in all,
-then HALTs with the last problems.
+threshold (`tests_and_merges`), are given the repository map of the tip
+(`repo_map`, see `soda.tools.treemap`; made only when such an agent runs), and
+may ask the person (`ask_human`, which ends ORIENT); the verifier and the
+assessor may not ask. A plan that passes its schema but not the semantic checks
+(unknown dependencies, cycles, unknown tasks, more than `[plan] max_tasks`
+tasks) goes back to the agent that made it (planner or orienter) with the
+problems, at most PLAN_REPAIRS times in all, then HALTs with the last problems.
 Applying the result (task updates, new tasks, learnings, plan tasks made into
 Trace tasks) is `apply_orientation`. Each agent's inputs are first shrunk to fit
 its model's context window (`soda.loop.fit`).
@@ -19,7 +20,8 @@ its model's context window (`soda.loop.fit`).
 
 from __future__ import annotations
 
-from collections.abc import Container
+from collections.abc import Callable, Container
+from functools import partial
 from typing import Any, TypeVar
 
 from soda.agent.definition import Agent, load_agent
@@ -48,15 +50,16 @@ from soda.loop.asking import (
     waiting_for_answers,
 )
 from soda.loop.context import Iteration
-from soda.loop.fit import fit_inputs
+from soda.loop.fit import REPO_MAP, fit_inputs
 from soda.loop.rules_text import tests_and_merges
 from soda.loop.session import Session
-from soda.repo.workspace import branch_head
+from soda.repo.workspace import branch_head, tree_of
 from soda.store import learnings
 from soda.store.tasks import TaskIds
 from soda.tools import read_only_tools
 from soda.tools.sandbox import Sandbox
 from soda.tools.toolbox import Suspended
+from soda.tools.treemap import TREE_MAPS, RepoMap
 
 PLAN_REPAIRS = 3
 
@@ -85,19 +88,29 @@ def orient(session: Session, it: Iteration, claims: Claims) -> Orientation:
     inputs = {"spec": session.spec_text(), "claims": claims, **person_answers(session.db)}
     known = TaskIds(session.db, session.milestone.name)  # one lookup per id a plan names
     choice = planning_mode.choose(session, it, claims)  # [loop] planning: a DAG or one task
-    for_planner = {
+    for_planner: Inputs = {
         "tests_and_merges": tests_and_merges(session.config, "planner"),
         **choice.planner_inputs(),
         **waiting_for_answers(session.db),
     }
+    repo_map = partial(_repo_map, session, tip)  # made only when an agent that plans runs
     try:
         if session.config.loop.orient_pattern == "single":
+            for_planner[REPO_MAP] = repo_map()
             orientation = _single(session, it, {**inputs, **for_planner}, planning, known)
         else:
-            orientation = _split(session, it, inputs, (checking, planning), known, for_planner)
+            tools = (checking, planning)
+            orientation = _split(session, it, inputs, tools, known, (for_planner, repo_map))
     except Suspended as asked:
         return asked_orientation(str(asked))
     return planning_mode.shape(it, orientation, choice)
+
+
+def _repo_map(session: Session, tip: str) -> RepoMap:
+    """The map of the tip's tree for the agents that plan: the same text for the
+    same tree, kept from one iteration to the next (`soda.tools.treemap`)."""
+    tree = tree_of(session.repo, tip)
+    return TREE_MAPS.map(session.repo, tree, session.config.context.repo_map_tokens)
 
 
 def _tip_tests(session: Session, tip: str) -> tuple[TestReport, bool]:
@@ -119,10 +132,11 @@ def _split(
     inputs: Inputs,
     tools: tuple[Toolset, Toolset],
     known: Container[int],
-    for_planner: Inputs,
+    for_planner: tuple[Inputs, Callable[[], RepoMap]],
 ) -> Orientation:
     """Verifier, assessor, then planner. `tools`: the checking agents' (no
-    ask_human), then the planner's."""
+    ask_human), then the planner's; `for_planner`: the planner's own inputs,
+    and its repository map (made when the planner runs)."""
     checking, planning_tools = tools
     verification = _run(it, load_agent("verifier", Verification), inputs, checking).value
     inputs = {**inputs, "verification": verification}
@@ -136,9 +150,9 @@ def _split(
             learnings=[],
         )
     else:
-        planning = _plan(
-            session, it, {**inputs, "assessment": assessment, **for_planner}, planning_tools, known
-        )
+        planner_inputs, repo_map = for_planner
+        inputs = {**inputs, "assessment": assessment, **planner_inputs, REPO_MAP: repo_map()}
+        planning = _plan(session, it, inputs, planning_tools, known)
     return Orientation(
         spec_satisfied=assessment.spec_satisfied,
         actionable_work_exists=planning.actionable_work_exists,

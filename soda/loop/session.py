@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import os
 import threading
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -88,6 +89,11 @@ class Session:
     run_ended: bool = True
     """No run is open: none started yet, or its record is closed (the daemon starts
     another at its next wake)."""
+    on_landed: Callable[[str], None] | None = None
+    """Called with the milestone's new tip after each merge lands, before the
+    merge is reported (soda.fleet pushes it to the remote; what it raises ends
+    the iteration, the merge not reported as landed). None: nothing is called
+    (`soda run` and the daemon)."""
     _jail: tuple[Config, Jail] | None = field(default=None, init=False, repr=False)
 
     @property

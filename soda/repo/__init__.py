@@ -2,8 +2,9 @@
 branches and the compare-and-swap landing (`workspace.py`), the pool of
 checkouts agents and the gate use (`checkouts.py`), the milestone's name and
 branch (`milestone.py`), objects read without a git process each
-(`objects.py`), and the milestone's digest since its base, advanced merge by
-merge for SENSE (`digest.py`).
+(`objects.py`), the milestone's digest since its base, advanced merge by
+merge for SENSE (`digest.py`), and the push to a remote the forge and the
+fleet share (`push.py`).
 
 May import: config, errors, system.
 """

@@ -149,6 +149,22 @@ def insert(
     return task_id
 
 
+def restore(db: Database, rows: list[Task]) -> None:
+    """Recreate tasks with their own ids (a fleet run moved to another worker),
+    in id order and one transaction; a parent that is not among them is dropped."""
+    ids = {task.id for task in rows}
+    with db.conn:
+        for task in sorted(rows, key=lambda t: t.id):
+            parent = task.parent_id if task.parent_id in ids else None
+            db.table("tasks").insert(
+                {
+                    **{name: getattr(task, name) for name in Task.__dataclass_fields__},
+                    "parent_id": parent,
+                    "status": TaskStatus(task.status),
+                }
+            )
+
+
 def set_status(db: Database, task_id: int, status: TaskStatus, reason: str | None) -> None:
     """Give a task a status and its reason; `closed_at` is set when closing and
     cleared otherwise."""

@@ -24,12 +24,14 @@ Within a rank: shallower paths first, then files with more symbols, then by
 path. The map is rendered in that order, one full path per file (so it can be
 passed to read_file as it is), symbols indented below it (at most 10 a file,
 each line clipped); it is cut at about four characters per token and ends with
-a line saying how many files were left out.
+a line saying how many files were left out (the budget keeps a fixed room for
+that line, so the lines above it never depend on the count). The same map of a
+commit's tree, for an agent's first message, is `soda.tools.treemap`.
 
-Parse results are cached in memory by content: a tracked file unchanged in the
-work tree by its blob id from `git ls-files --stage`, anything else by the git
-blob id of the bytes read. A second map of a similar tree parses only what
-changed (`SymbolCache.parses` counts the parses). Files are read only when their
+Symbols (`soda.tools.symbols`) are cached in memory by content: a tracked file
+unchanged in the work tree by its blob id from `git ls-files --stage`, anything
+else by the git blob id of the bytes read. A second map of a similar tree parses
+only what changed (`SymbolCache.parses` counts the parses). Files are read only when their
 symbols are not cached, through the sandbox's checks (regular files only, never
 a FIFO or device), and only as far as the ranking needs: a group of files of
 equal rank and depth past the cut is never parsed.
@@ -37,13 +39,9 @@ equal rank and depth past the cut is never parsed.
 
 from __future__ import annotations
 
-import ast
 import hashlib
 import itertools
-import threading
-import warnings
-from collections import OrderedDict
-from collections.abc import Iterable, Set
+from collections.abc import Callable, Iterable, Set
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -51,14 +49,17 @@ from soda.llm.base import ToolSpec
 from soda.tools.fileio import open_regular
 from soda.tools.listing import git_listing, vetted, walk
 from soda.tools.sandbox import Sandbox, ToolError
+from soda.tools.symbols import MAX_PARSE_BYTES, SYMBOLS, SymbolCache
 from soda.tools.toolbox import DIR_PATH, Tool, described, object_schema
 
 CHARS_PER_TOKEN = 4
-MAX_PARSE_BYTES = 1_000_000
-"""Python files larger than this are listed without symbols (generated, or data)."""
 MAX_SYMBOLS_PER_FILE = 10
-MAX_SIGNATURE_CHARS = 100
-CACHE_ENTRIES = 50_000
+TOOL_HINT = "pass a directory as path, or use list_files"
+"""What the tool's last line says to do about the files left out."""
+FOOTER_ROOM = len(f"[{10**7} of {10**7} files left out; {TOOL_HINT}]") + 1
+"""Characters the budget keeps for the last line, whatever it will say: a fixed
+room, so the lines above it never depend on how many files were left out (a file
+added past the cut leaves them as they were)."""
 
 
 def _words(text: str) -> frozenset[str]:
@@ -100,47 +101,12 @@ LOCK_FILES = frozenset(
 )
 
 
-class SymbolCache:
-    """Symbols per content id (a git blob id), least recently used dropped past
-    `max_entries`. `parses` counts files parsed, `hits` answers from the cache."""
-
-    def __init__(self, max_entries: int = CACHE_ENTRIES) -> None:
-        self.max_entries = max_entries
-        self.parses = 0
-        self.hits = 0
-        self._entries: OrderedDict[str, tuple[str, ...]] = OrderedDict()
-        self._lock = threading.Lock()
-
-    def get(self, key: str) -> tuple[str, ...] | None:
-        with self._lock:
-            symbols = self._entries.get(key)
-            if symbols is not None:
-                self._entries.move_to_end(key)
-                self.hits += 1
-            return symbols
-
-    def parse(self, key: str, source: bytes) -> tuple[str, ...]:
-        symbols = python_symbols(source)
-        with self._lock:
-            self.parses += 1
-            self._entries[key] = symbols
-            self._entries.move_to_end(key)
-            while len(self._entries) > self.max_entries:
-                self._entries.popitem(last=False)
-        return symbols
-
-    def __len__(self) -> int:
-        return len(self._entries)
-
-
-SYMBOLS = SymbolCache()
-"""The process's cache: every map shares it (ORIENT's agents, the executor)."""
-
-
 @dataclass
-class _File:
+class MapFile:
+    """A file as the map ranks and renders it."""
+
     path: str  # relative to the root, posix
-    blob: str | None  # the index blob id, for a tracked file unchanged in the work tree
+    blob: str | None  # its blob id, when known (a tracked file unchanged in the work tree)
     rank: int
     depth: int
     symbols: tuple[str, ...] = ()
@@ -159,9 +125,10 @@ def repo_map_tools(sandbox: Sandbox, budget_tokens: int) -> list[Tool]:
                 f"{budget_tokens} tokens: its files (those git ignores left out), most "
                 "relevant first (project files, then source, then tests and docs; shallow "
                 "before deep), each Python file with its public top-level classes and "
-                "functions as one-line signatures. Call it first to find your way around, "
-                "then read_file what it names. The last line says how many files did not fit; "
-                "give path to map one directory in more detail.",
+                "functions as one-line signatures. Call it first to find your way around (unless "
+                "your input holds this map already), then read_file what it names. The last "
+                "line says how many files did not fit; give path to map one directory in more "
+                "detail.",
                 object_schema({"path": described(["string", "null"], DIR_PATH)}),
             ),
             lambda a: _tool(sandbox, budget_tokens, a["path"]),
@@ -190,20 +157,39 @@ def repo_map(
     are read through `sandbox` (default: one rooted at `root`, .git denied)."""
     sandbox = sandbox or Sandbox(root)
     files = _files(sandbox, prefix)
-    budget = max(budget_tokens, 0) * CHARS_PER_TOKEN
     if not files:
         return "(no files)"
-    files.sort(key=lambda f: (f.rank, f.depth))
-    # Room for the last line, whatever it will say (the widest count).
-    budget -= len(_footer(len(files), len(files))) + 1
+    shown = listing(files, budget_tokens, lambda file: _symbols(sandbox, file, cache))
+    return "\n".join([*shown.lines, footer(len(files) - shown.count, len(files), TOOL_HINT)])
+
+
+@dataclass(frozen=True)
+class Listing:
+    """The map's lines above its last one, and what decided them."""
+
+    lines: tuple[str, ...]
+    count: int
+    """Files shown."""
+    cut: tuple[int, int] | None
+    """The (rank, depth) group the budget ran out in; None when every file is shown.
+    Files of a later group cannot change the listing (they are never reached)."""
+
+
+def listing(
+    files: list[MapFile], budget_tokens: int, symbols_of: Callable[[MapFile], tuple[str, ...]]
+) -> Listing:
+    """The files, ranked (see the module's docstring) and rendered until the budget
+    runs out, less FOOTER_ROOM for the last line. `symbols_of` gives a Python
+    file's symbols; it is asked only for the groups the cut reaches."""
+    budget = max(budget_tokens, 0) * CHARS_PER_TOKEN - FOOTER_ROOM
+    files = sorted(files, key=lambda f: (f.rank, f.depth))
     lines: list[str] = []
     used, shown = 0, 0
-    done = False
-    for _, group_iter in itertools.groupby(files, key=lambda f: (f.rank, f.depth)):
+    for key, group_iter in itertools.groupby(files, key=lambda f: (f.rank, f.depth)):
         group = list(group_iter)
         for file in group:
             if file.is_python:
-                file.symbols = _symbols(sandbox, file, cache)
+                file.symbols = symbols_of(file)
         if group[0].rank == 0:
             group.sort(key=lambda f: (_front_door_order(f.path), f.path))
         else:
@@ -215,24 +201,21 @@ def repo_map(
                 block = [f"{file.path}  [{len(file.symbols)} symbols]"]
                 size = len(block[0]) + 1
             if used + size > budget:
-                done = True
-                break
+                return Listing(tuple(lines), shown, key)
             lines += block
             used += size
             shown += 1
-        if done:
-            break
-    lines.append(_footer(len(files) - shown, len(files)))
-    return "\n".join(lines)
+    return Listing(tuple(lines), shown, None)
 
 
-def _footer(left_out: int, total: int) -> str:
+def footer(left_out: int, total: int, hint: str) -> str:
+    """The map's last line: how many files it left out of how many, and `hint`."""
     if not left_out:
         return f"[{total} file{'s' if total != 1 else ''}, all shown]"
-    return f"[{left_out} of {total} files left out; pass a directory as path, or use list_files]"
+    return f"[{left_out} of {total} files left out; {hint}]"
 
 
-def _render(file: _File) -> list[str]:
+def _render(file: MapFile) -> list[str]:
     lines = [file.path]
     lines += [f"  {symbol}" for symbol in file.symbols[:MAX_SYMBOLS_PER_FILE]]
     if len(file.symbols) > MAX_SYMBOLS_PER_FILE:
@@ -240,7 +223,7 @@ def _render(file: _File) -> list[str]:
     return lines
 
 
-def _files(sandbox: Sandbox, prefix: str | None) -> list[_File]:
+def _files(sandbox: Sandbox, prefix: str | None) -> list[MapFile]:
     """Every file the map may show, with its rank, under `prefix`."""
     root = sandbox.root
     entries = git_listing(root, "--stage", "--modified")
@@ -258,7 +241,7 @@ def _files(sandbox: Sandbox, prefix: str | None) -> list[_File]:
             if path == prefix or path.startswith(prefix + "/")
         }
     return [
-        _File(path, blob, rank(path, packages), path.count("/"))
+        MapFile(path, blob, rank(path, packages), path.count("/"))
         for path, blob in sorted(blobs.items())
     ]
 
@@ -312,7 +295,7 @@ def _front_door_order(path: str) -> int:
     return -1 if name.startswith("readme") else FRONT_DOOR.index(name)
 
 
-def _symbols(sandbox: Sandbox, file: _File, cache: SymbolCache) -> tuple[str, ...]:
+def _symbols(sandbox: Sandbox, file: MapFile, cache: SymbolCache) -> tuple[str, ...]:
     if file.blob is not None:
         cached = cache.get(file.blob)
         if cached is not None:
@@ -334,53 +317,3 @@ def _symbols(sandbox: Sandbox, file: _File, cache: SymbolCache) -> tuple[str, ..
 def _blob_id(data: bytes) -> str:
     """What git would name these bytes as a blob (SHA-1 object format)."""
     return hashlib.sha1(b"blob %d\0" % len(data) + data, usedforsecurity=False).hexdigest()
-
-
-def python_symbols(source: bytes) -> tuple[str, ...]:
-    """One line per public top-level class and function of a Python module; empty
-    when it does not parse."""
-    try:
-        with warnings.catch_warnings():
-            warnings.simplefilter("ignore")  # SyntaxWarning on odd escapes: not ours to report
-            tree = ast.parse(source)
-    except (SyntaxError, ValueError, RecursionError, MemoryError):
-        return ()
-    symbols = []
-    for node in tree.body:
-        if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef):
-            if not node.name.startswith("_"):
-                symbols.append(_clip(_signature(node)))
-        elif isinstance(node, ast.ClassDef) and not node.name.startswith("_"):
-            symbols.append(_clip(_class_line(node)))
-    return tuple(symbols)
-
-
-def _signature(node: ast.FunctionDef | ast.AsyncFunctionDef) -> str:
-    keyword = "async def" if isinstance(node, ast.AsyncFunctionDef) else "def"
-    line = f"{keyword} {node.name}({_unparse(node.args)})"
-    if node.returns is not None:
-        line += f" -> {_unparse(node.returns)}"
-    return line
-
-
-def _class_line(node: ast.ClassDef) -> str:
-    bases = [_unparse(base) for base in node.bases] + [_unparse(kw) for kw in node.keywords]
-    line = f"class {node.name}({', '.join(bases)})" if bases else f"class {node.name}"
-    methods = [
-        item.name
-        for item in node.body
-        if isinstance(item, ast.FunctionDef | ast.AsyncFunctionDef)
-        and not item.name.startswith("_")
-    ]
-    return f"{line}: {', '.join(methods)}" if methods else line
-
-
-def _unparse(node: ast.AST) -> str:
-    try:
-        return " ".join(ast.unparse(node).split())
-    except Exception:  # ast.unparse has no complete error contract
-        return "..."
-
-
-def _clip(line: str) -> str:
-    return line if len(line) <= MAX_SIGNATURE_CHARS else line[: MAX_SIGNATURE_CHARS - 3] + "..."

@@ -8,7 +8,8 @@ the merge lock), each against the milestone tip *including earlier merges*:
                `Soda-Task` trailers (recovery reads them after a crash)
     gate       that exact commit tested on the clean view, judged against the
                tip's own test report (the baseline, then each landed merge's)
-    land       compare-and-swap of the milestone ref
+    land       compare-and-swap of the milestone ref (then `Session.on_landed`,
+               if set: the fleet pushes the milestone before the merge counts)
 
 A merge the gate may not make on its own word goes to a person (`ask_person`):
 their answer, or, with `[approval] wait = "suspend"`, `Deferred`: the merge is
@@ -123,6 +124,8 @@ def merge_task(
         land(session.repo, branch, candidate, milestone_head, delete=ws)
     except GitError as exc:
         return MergeOutcome(AttemptStatus.CONFLICT, str(exc), tip_moved, after=after)
+    if session.on_landed is not None:  # the fleet's push: not merged until the remote has it
+        session.on_landed(candidate)
     it.events.emit("act.merged", {"plan": number, "key": task.id, "commit": candidate})
     return MergeOutcome(
         AttemptStatus.MERGED, verdict.reason, tip_moved, commit=candidate, after=after
