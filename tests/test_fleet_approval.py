@@ -323,7 +323,7 @@ def test_a_held_merge_outlives_its_worker_and_lands_on_another(
 ) -> None:
     workers.append(start_worker(server.address, tmp_path, "holder", slots=1))
     url = remote_project(tmp_path, "held", conftest_script())
-    run = submit(server, url)
+    run = submit(server, url, "--keep-checkout")  # read after DONE
     held = waiting_for_approval(server, run, 1)
     status = held["status"]
     assert status["worker"] is None  # the wait holds no worker
