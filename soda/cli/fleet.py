@@ -1,8 +1,8 @@
 """Many repositories: `soda worker` and `soda fleet dev|submit|list|status|history`
-and the person's inputs to a fleet run (`soda fleet tell|approve|reject|answer|
-pause|resume|stop`). Temporal is imported only inside soda.fleet, and only when
-one of these runs: without the `fleet` extra, each says how to install it.
-`soda.cli.main` registers them by importing this module.
+(the person's inputs to a fleet run are in `soda.cli.fleet_say`). Temporal is
+imported only inside soda.fleet, and only when one of these runs: without the
+`fleet` extra, each says how to install it. `soda.cli.main` registers them by
+importing this module.
 """
 
 from __future__ import annotations
@@ -51,7 +51,7 @@ def _fleet(module: str) -> Any:
         ) from exc
 
 
-def _with_client(address: str, namespace: str, ask: Callable[[Any], Awaitable[T]]) -> T:
+def with_client(address: str, namespace: str, ask: Callable[[Any], Awaitable[T]]) -> T:
     """`ask(client)` against the server (soda.fleet.client.call)."""
     result: T = _fleet("client").call(address, namespace, ask)
     return result
@@ -128,7 +128,7 @@ def worker(
 
         await serve(client, task_queue, slots, cache.expanduser(), ready_file)
 
-    _with_client(address, namespace, go)
+    with_client(address, namespace, go)
 
 
 @fleet.command()
@@ -185,7 +185,7 @@ def submit(
         )
         return await start(client, settings)
 
-    out.print(_with_client(address, namespace, go), markup=False)
+    out.print(with_client(address, namespace, go), markup=False)
 
 
 @fleet.command(name="list")
@@ -203,7 +203,7 @@ def list_runs(
 
         return await runs(client)
 
-    rows = _with_client(address, namespace, go)
+    rows = with_client(address, namespace, go)
     _print(
         rows,
         as_json,
@@ -233,7 +233,7 @@ def status(
 
     Example: soda fleet status soda-app-spec-1a2b3c4d5e
     """
-    data = _describe(address, namespace, run)
+    data = describe_run(address, namespace, run)
     status = data["status"]
     _print(
         {**status, "approval": data.get("approval")},
@@ -254,7 +254,7 @@ def history(
 
     Example: soda fleet history soda-app-spec-1a2b3c4d5e --json
     """
-    rows = _describe(address, namespace, run)["history"]
+    rows = describe_run(address, namespace, run)["history"]
     _print(
         rows,
         as_json,
@@ -269,147 +269,10 @@ def history(
     )
 
 
-def _describe(address: str, namespace: str, run: str) -> dict[str, Any]:
+def describe_run(address: str, namespace: str, run: str) -> dict[str, Any]:
     async def go(client: Any) -> dict[str, Any]:
         from soda.fleet.client import describe
 
         return await describe(client, run)
 
-    return _with_client(address, namespace, go)
-
-
-def _send(address: str, namespace: str, run: str, **fields: Any) -> None:
-    async def go(client: Any) -> str:
-        from soda.fleet.client import send
-        from soda.human.write import describe
-
-        return describe(await send(client, run, fields))
-
-    out.print(f"sent {_with_client(address, namespace, go)} to {run}", markup=False)
-
-
-@fleet.command()
-@handled
-def tell(
-    run: Run,
-    text: Annotated[str, typer.Argument(help="What soda should know or do.")],
-    kind: Annotated[
-        str, typer.Option(help="correction, spec_change or override (with --action).")
-    ] = "correction",
-    mode: Annotated[str | None, typer.Option(help="For spec_change: replace or amend.")] = None,
-    action: Annotated[str | None, typer.Option(help="For override: what to do.")] = None,
-    task: Annotated[int | None, typer.Option(help="For override: the task id.")] = None,
-    address: Address = DEFAULT_ADDRESS,
-    namespace: Namespace = "default",
-) -> None:
-    """Tell a fleet run something; it reads it at its next SENSE.
-
-    Example: soda fleet tell soda-app-spec-1a2b3c4d5e "use argparse, not click"
-    """
-    _send(address, namespace, run, kind=kind, text=text, mode=mode, action=action, task_id=task)
-
-
-@fleet.command()
-@handled
-def approve(
-    run: Run,
-    iteration: Annotated[int, typer.Argument(help="Iteration whose plan you approve.")],
-    edit: Annotated[
-        Path | None,
-        typer.Option(
-            "--edit",
-            help="Approve the plan as this JSON file has it (start from"
-            " `soda fleet status RUN --json`'s approval.plan).",
-        ),
-    ] = None,
-    address: Address = DEFAULT_ADDRESS,
-    namespace: Namespace = "default",
-) -> None:
-    """Approve the plan a fleet run's iteration waits with (or may yet ask for).
-
-    With --edit FILE, the waiting plan runs as FILE has it: the edit is checked
-    as `soda approve --edit` checks one (plan contract, task keys, dependencies,
-    cycles, Trace tasks, [plan] max_tasks) and a bad one is refused with the
-    reason, the original plan still waiting.
-
-    Example: soda fleet approve soda-app-spec-1a2b3c4d5e 3 --edit plan.json
-    """
-    if edit is None:
-        _send(address, namespace, run, kind="approve", target=iteration)
-        return
-    from soda.errors import InputError
-
-    try:
-        text = edit.read_text(encoding="utf-8")
-    except (OSError, UnicodeDecodeError) as exc:
-        raise InputError(f"{edit}: cannot read it ({exc}); the original plan still waits") from exc
-
-    async def go(client: Any) -> str:
-        from soda.fleet.client import send_plan_edit
-        from soda.human.write import describe
-
-        return describe(await send_plan_edit(client, run, iteration, text))
-
-    out.print(f"sent {_with_client(address, namespace, go)} to {run}", markup=False)
-
-
-@fleet.command()
-@handled
-def reject(
-    run: Run,
-    iteration: Annotated[int, typer.Argument(help="Iteration whose plan you reject.")],
-    reason: Annotated[str | None, typer.Option(help="Why (ORIENT reads it).")] = None,
-    address: Address = DEFAULT_ADDRESS,
-    namespace: Namespace = "default",
-) -> None:
-    """Reject the plan a fleet run's iteration waits with.
-
-    Example: soda fleet reject soda-app-spec-1a2b3c4d5e 3 --reason "too broad"
-    """
-    _send(address, namespace, run, kind="reject", target=iteration, text=reason)
-
-
-@fleet.command()
-@handled
-def answer(
-    run: Run,
-    question: Annotated[int, typer.Argument(help="The question's id (soda fleet status).")],
-    text: Annotated[str, typer.Argument(help="Your answer.")],
-    address: Address = DEFAULT_ADDRESS,
-    namespace: Namespace = "default",
-) -> None:
-    """Answer a question an agent of a fleet run asked.
-
-    Example: soda fleet answer soda-app-spec-1a2b3c4d5e 1 "yes, keep the old API"
-    """
-    _send(address, namespace, run, kind="answer", target=question, text=text)
-
-
-@fleet.command()
-@handled
-def pause(run: Run, address: Address = DEFAULT_ADDRESS, namespace: Namespace = "default") -> None:
-    """Pause a fleet run after its current iteration (it holds no worker meanwhile).
-
-    Example: soda fleet pause soda-app-spec-1a2b3c4d5e
-    """
-    _send(address, namespace, run, kind="pause")
-
-
-@fleet.command()
-@handled
-def resume(run: Run, address: Address = DEFAULT_ADDRESS, namespace: Namespace = "default") -> None:
-    """Resume a paused (or waiting) fleet run.
-
-    Example: soda fleet resume soda-app-spec-1a2b3c4d5e
-    """
-    _send(address, namespace, run, kind="resume")
-
-
-@fleet.command()
-@handled
-def stop(run: Run, address: Address = DEFAULT_ADDRESS, namespace: Namespace = "default") -> None:
-    """Stop a fleet run after its current iteration.
-
-    Example: soda fleet stop soda-app-spec-1a2b3c4d5e
-    """
-    _send(address, namespace, run, kind="stop")
+    return with_client(address, namespace, go)
