@@ -29,7 +29,7 @@ from git import Repo
 from git.refs.symbolic import SymbolicReference
 
 from soda.errors import GitError
-from soda.repo import objects
+from soda.repo import helpers, objects, writing
 from soda.repo.git import SODA_IDENTITY
 
 _SHA = re.compile(r"[0-9a-f]{40}")
@@ -116,6 +116,15 @@ def _remember_tree(commit: str, tree: str) -> None:
             _TREES.popitem(last=False)
 
 
+@dataclass(frozen=True)
+class Changes:
+    """Every file that changed in a work tree since its head, as its task knows
+    it (paths relative to the tree), and whether the head tracks them all."""
+
+    paths: list[str]
+    tracked: bool
+
+
 @dataclass
 class Workspace:
     repo: Repo
@@ -143,8 +152,29 @@ class Workspace:
             self.known_head = head
         return self.known_head
 
-    def commit_all(self, message: str) -> str | None:
-        """Commit everything in the worktree; None when there was nothing to commit."""
+    def commit_all(self, message: str, changes: Changes | None = None) -> str | None:
+        """Commit everything in the worktree; None when there was nothing to commit.
+        `changes`: the caller knows every file that changed since the head (files
+        written, nothing run: soda.loop.act.pristine). Then git need not look for
+        changes in the whole tree: nothing is committed when none changed, one
+        `git commit -a` commits changes to tracked files, and `git add` of just
+        these paths stages new ones (`git add -A` scans every directory)."""
+        if changes is not None:
+            if not changes.paths:
+                return None
+            try:
+                if not changes.tracked:
+                    feed = "".join(f":(literal){path}\0" for path in changes.paths)
+                    _git(
+                        self.repo, "-C", str(self.path), "add",
+                        "--pathspec-from-file=-", "--pathspec-file-nul", stdin=feed,
+                    )  # fmt: skip
+                self._in("commit", "-q", "--no-verify", "-a", "-m", message)
+            except GitError:
+                pass  # e.g. an ignored file written: the full way below says what to do
+            else:
+                self.known_head = None
+                return self.head()
         self._in("add", "-A")
         try:
             self._in("commit", "-q", "--no-verify", "-m", message)
@@ -171,8 +201,19 @@ class Workspace:
         return bool(self._in("status", "--porcelain", "--untracked-files=all").strip())
 
     def diff_stat(self) -> str:
-        """What the branch changed since its fork point (`git diff --stat`)."""
-        return self._in("diff", "--stat", self.fork_point, self.head(), "--")
+        """What the branch changed since its fork point, as `git diff --stat` shows
+        it: from the long-lived `git diff-tree` (soda.repo.helpers) with the
+        options the porcelain takes from the config, `git diff` when that fails."""
+        head = self.head()
+        try:
+            return helpers.tree_diff(
+                self.repo,
+                stat_options(self.repo),
+                tree_of(self.repo, self.fork_point),
+                tree_of(self.repo, head),
+            ).rstrip("\n")
+        except GitError:
+            return self._in("diff", "--stat", self.fork_point, head, "--")
 
     def reset_to(self, commit: str) -> None:
         """Throw away everything since `commit` (a task that gave up)."""
@@ -201,6 +242,32 @@ class Workspace:
         return _git(self.repo, "-C", str(self.path), *args)
 
 
+_TRUE = ("true", "yes", "on", "1")
+
+
+def stat_options(repo: Repo) -> tuple[str, ...]:
+    """`git diff-tree` options for what `git diff --stat` shows under the
+    repository's config: the porcelain detects renames unless `diff.renames`
+    says otherwise, and takes `diff.algorithm` and `diff.statGraphWidth`."""
+    try:
+        found = helpers.settings(repo)
+    except GitError:
+        return ("--stat", "-M")
+    options = ["--stat"]
+    renames = (found.get("diff.renames") or "true").strip().lower()
+    if renames.startswith("cop"):
+        options.append("-C")
+    elif renames in _TRUE:
+        options.append("-M")
+    algorithm = found.get("diff.algorithm")
+    if algorithm:
+        options.append(f"--diff-algorithm={algorithm}")
+    width = found.get("diff.statgraphwidth")
+    if width and width.strip().isdigit():
+        options.append(f"--stat-graph-width={width.strip()}")
+    return tuple(options)
+
+
 def merge_into_milestone(ws: Workspace, message: str) -> str:
     """Write a --no-ff merge of the work branch into the milestone branch and move
     the branch to it (compare-and-swap): `prepare_merge` then `land`."""
@@ -223,7 +290,11 @@ def prepare_merge(ws: Workspace, message: str) -> tuple[str, str]:
     if not contains(repo, work_head, milestone_head):
         raise GitError(f"{ws.branch} does not contain {ws.milestone_branch}; refusing to merge")
     tree = tree_of(repo, work_head)
-    commit = _git(repo, "commit-tree", tree, "-p", milestone_head, "-p", work_head, "-m", message)
+    # Written in Python (soda.repo.writing: the object `git commit-tree` writes),
+    # by git itself when only git can be sure of the bytes.
+    commit = writing.commit_tree(repo, tree, [milestone_head, work_head], message) or _git(
+        repo, "commit-tree", tree, "-p", milestone_head, "-p", work_head, "-m", message
+    )
     _remember_tree(commit, tree)
     return commit, milestone_head
 
@@ -250,24 +321,35 @@ def land(
     (compare-and-swap); GitError, nothing moved, if it does not. `delete`: the
     workspace whose work this merge lands; its branch is deleted in the same
     ref transaction (one git process for both; both happen or neither)."""
+    lines = [f"update refs/heads/{branch} {commit} {expected}"]
+    if delete is not None:
+        lines.append(f"delete refs/heads/{delete.branch}")
     try:
-        if delete is None:
-            _git(repo, "update-ref", f"refs/heads/{branch}", commit, expected)
-        else:
-            _git(
-                repo, "update-ref", "--stdin",
-                stdin=f"update refs/heads/{branch} {commit} {expected}\n"
-                f"delete refs/heads/{delete.branch}\n",
-            )  # fmt: skip
-            delete.branch_deleted = True
+        # One transaction of the long-lived `git update-ref --stdin` (git's own
+        # lock files and packed-refs handling, soda.repo.helpers).
+        helpers.transaction(repo, lines)
     except GitError:
         current = branch_head(repo, branch)
+        if current == commit:  # it did land (git ended before it could say so)
+            if delete is not None:
+                delete.branch_deleted = not _ref_exists(repo, f"refs/heads/{delete.branch}")
+            return
         if current == expected:
             raise  # refused for another reason: git's message says which
         raise GitError(
             f"{branch} moved from {expected[:10]} to {current[:10]} while the change was "
             "tested; not merged"
         ) from None
+    if delete is not None:
+        delete.branch_deleted = True
+
+
+def _ref_exists(repo: Repo, ref: str) -> bool:
+    try:
+        _git(repo, "rev-parse", "--verify", "-q", ref)
+    except GitError:
+        return False
+    return True
 
 
 def land_on_base(repo: Repo, milestone_branch: str, base_branch: str) -> str:

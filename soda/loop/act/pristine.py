@@ -22,7 +22,7 @@ from git import Repo
 from soda.agent.runtime import Toolset
 from soda.llm.base import ToolSpec
 from soda.repo import objects
-from soda.repo.workspace import Workspace, tree_of
+from soda.repo.workspace import Changes, Workspace, tree_of
 from soda.tools import read_only_tools
 from soda.tools.files import writing_tools
 from soda.tools.sandbox import Sandbox, ToolError
@@ -63,10 +63,26 @@ class Watched:
     def clean(self, repo: Repo, ws: Workspace) -> bool:
         """Whether the tree is a clean checkout of `ws`'s head (call it after the
         commit): nothing ran, and every file written is a tracked regular file."""
+        return not self.unsure and self._all_tracked(repo, ws.head())
+
+    def changes(self, repo: Repo, ws: Workspace) -> Changes | None:
+        """What the run changed in the tree (call it before the commit), when that
+        is known: nothing ran, so the files written are all that changed (the
+        file tools never delete). None when something else may have changed.
+        soda.repo.workspace.commit_all then stages just these files instead of
+        scanning the whole tree."""
         if self.unsure:
-            return False
+            return None
         try:
-            tree = tree_of(repo, ws.head())
+            real = [self.sandbox.resolve(path) for path in self.written]
+            paths = list(dict.fromkeys(self.sandbox.relative(path) for path in real))
+        except (ToolError, OSError, ValueError):
+            return None
+        return Changes(paths, tracked=self._all_tracked(repo, ws.head()))
+
+    def _all_tracked(self, repo: Repo, commit: str) -> bool:
+        try:
+            tree = tree_of(repo, commit)
             for path in self.written:
                 real = self.sandbox.resolve(path)
                 entry = objects.entry_at(repo, tree, self.sandbox.relative(real))
