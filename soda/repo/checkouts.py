@@ -27,7 +27,8 @@ the committed tree. What needs no git process at all:
 - the gate's checkout of a merge commit, when the task's own work tree holds
   its tree and the task vouches that the tree is clean (`vouch`: nothing ran
   there and everything written was committed, soda.loop.act.pristine): the
-  work tree is lent as the view, HEAD pointed at the merge commit. Once landed,
+  work tree is lent as the view of its own merge (a commit with the task's
+  head as a parent), HEAD pointed at the merge commit. Once landed,
   that commit is the next tip, so the next ORIENT finds its view in place and
   the next task its work tree: an iteration with one task moves no files.
 
@@ -56,7 +57,7 @@ import git
 from git import Repo
 
 from soda.errors import GitError
-from soda.repo import helpers
+from soda.repo import helpers, objects
 from soda.repo.workspace import Workspace, _git, branch_head, is_sha, tree_of
 
 VIEW = "view"
@@ -167,8 +168,12 @@ class Checkouts:
                 same = at is not None and _tree(self.repo, at) == tree
                 if same and _point_head(self.root / name, commit):
                     return name, ""
+            parents = _parents(self.repo, commit)
             for name, ws in self._vouched.items():
-                if name in self._held or _tree(self.repo, ws.head()) != tree:
+                # Only to the gate of the tree's own merge (the task's head is a
+                # parent of the commit), and only with the very same tree.
+                head = ws.head()
+                if name in self._held or head not in parents or _tree(self.repo, head) != tree:
                     continue
                 if _point_head(ws.path, commit):
                     self._lent.add(name)
@@ -388,6 +393,14 @@ def _tree(repo: Repo, commit: str) -> str | None:
         return tree_of(repo, commit)
     except GitError:
         return None
+
+
+def _parents(repo: Repo, commit: str) -> tuple[str, ...]:
+    """`commit`'s parents from the object database, () when it cannot say."""
+    try:
+        return objects.commit_info(repo, commit).parents
+    except objects.Undecided:
+        return ()
 
 
 def _point_head(path: Path, target: str) -> bool:

@@ -163,13 +163,15 @@ class Workspace:
             if not changes.paths:
                 return None
             try:
-                if not changes.tracked:
+                if changes.tracked:
+                    self._in("commit", "-q", "--no-verify", "-a", "-m", message)
+                else:
                     feed = "".join(f":(literal){path}\0" for path in changes.paths)
                     _git(
                         self.repo, "-C", str(self.path), "add",
                         "--pathspec-from-file=-", "--pathspec-file-nul", stdin=feed,
                     )  # fmt: skip
-                self._in("commit", "-q", "--no-verify", "-a", "-m", message)
+                    self._in("commit", "-q", "--no-verify", "-m", message)
             except GitError:
                 pass  # e.g. an ignored file written: the full way below says what to do
             else:
@@ -320,7 +322,7 @@ def land(
     """Move `branch` to `commit` only if it still points at `expected`
     (compare-and-swap); GitError, nothing moved, if it does not. `delete`: the
     workspace whose work this merge lands; its branch is deleted in the same
-    ref transaction (one git process for both; both happen or neither)."""
+    ref transaction (both happen or neither)."""
     lines = [f"update refs/heads/{branch} {commit} {expected}"]
     if delete is not None:
         lines.append(f"delete refs/heads/{delete.branch}")
