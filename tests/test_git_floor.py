@@ -11,7 +11,8 @@ another way, each path checked against git itself on real repositories:
 - the record's diffstat (a long-lived `git diff-tree`) is `git diff --stat`'s;
 - SENSE's numstat rows of added and deleted files, read from the object
   database, are git's, attributes and binary files included;
-- a task's commit stages just the files it wrote, or commits with `-a`;
+- a task's commit stages just the files it wrote (`git add`), and its tree
+  and commit are written from the index's entries for them;
 - one task's iteration moves no files: its work tree holds the tip's tree,
   the gate tests the merge there, and the next ORIENT reads it there.
 """
@@ -342,29 +343,74 @@ def test_sense_reads_added_files_without_a_git_diff(
 def test_a_task_commit_stages_just_what_it_wrote(
     repo: Path, commits: tuple[str, str], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
+    """`git add` of the written files, then the tree and the commit written from
+    the index's entries for them: the tree git's own `write-tree` makes of that
+    index, the checkout clean at the new head, the branch moved."""
     checkouts = pool(repo)
     ws = checkouts.work("soda/spec", "soda-work/spec/iter-1-a")
+    warm(checkouts.repo)
     log = git_spy(tmp_path, monkeypatch)
     assert ws.commit_all("nothing", changes=Changes([], tracked=True)) is None
     assert subcommands(log) == []
     (ws.path / "README.md").write_text("edited\n")
-    edited = ws.commit_all("edit", changes=Changes(["README.md"], tracked=True))
-    assert subcommands(log) == ["commit"]
-    (ws.path / "pkg").mkdir()
-    (ws.path / "pkg" / "new.py").write_text("y = 1\n")
-    added = ws.commit_all("new", changes=Changes(["pkg/new.py"], tracked=False))
-    assert subcommands(log) == ["add", "commit"]
-    assert git(repo, "show", "--name-only", "--format=", edited) == "README.md"
-    assert git(repo, "show", "--name-only", "--format=", added) == "pkg/new.py"
+    (ws.path / "pkg" / "deep").mkdir(parents=True)
+    (ws.path / "pkg" / "deep" / "new.py").write_text("y = 1\n")
+    (ws.path / "pkg" / "tool.sh").write_text("echo\n")
+    (ws.path / "pkg" / "tool.sh").chmod(0o755)
+    (ws.path / "pkg-a.txt").write_text("sorts between pkg and pkg/\n")
+    written = ["README.md", "pkg/deep/new.py", "pkg/tool.sh", "pkg-a.txt"]
+    first = ws.commit_all("  several\t\n\n\n  files  \n\n", Changes(written, tracked=False))
+    assert subcommands(log) == ["add"]
+    assert first is not None and first == ws.head()
+    assert git(ws.path, "rev-parse", "HEAD", "soda-work/spec/iter-1-a").split() == [first] * 2
+    assert git(ws.path, "write-tree") == git(ws.path, "rev-parse", "HEAD^{tree}")
+    assert git(ws.path, "status", "--porcelain", "--untracked-files=all") == ""
+    raw = subprocess.run(
+        ["git", "cat-file", "commit", first], cwd=repo, capture_output=True, check=True
+    ).stdout
+    assert raw.endswith(b"\n\n  several\n\n  files\n")  # as `git commit -m` keeps it
+    shown = git(repo, "show", "--name-status", "--format=", first).splitlines()
+    assert sorted(shown) == [
+        "A\tpkg-a.txt", "A\tpkg/deep/new.py", "A\tpkg/tool.sh", "M\tREADME.md",
+    ]  # fmt: skip
+    assert git(repo, "ls-tree", first, "pkg/tool.sh").startswith("100755 blob")
+    (ws.path / "pkg" / "deep" / "new.py").write_text("y = 1\n")  # the same content
+    assert ws.commit_all("again", Changes(["pkg/deep/new.py"], tracked=True)) is None
+    assert ws.head() == first
     # An ignored file written: `git add` refuses it, the full way commits the rest.
     (ws.path / "debug.log").write_text("ignored\n")
     (ws.path / "other.txt").write_text("o\n")
+    subcommands(log)
     rest = ws.commit_all("rest", changes=Changes(["debug.log", "other.txt"], tracked=False))
+    assert subcommands(log)[-2:] == ["add", "commit"]
     assert git(repo, "show", "--name-only", "--format=", rest) == "other.txt"
-    assert_status = git(ws.path, "status", "--porcelain")
-    assert assert_status == ""
+    assert git(ws.path, "status", "--porcelain") == ""
+    assert git(repo, "fsck", "--no-dangling") == ""
     checkouts.release(ws)
     checkouts.remove_all()
+
+
+def test_the_index_lookup_refuses_what_it_cannot_be_sure_of(repo: Path) -> None:
+    index = repo / ".git" / "index"
+    found = objects.index_entries(index, ["README.md"])
+    assert found == {"README.md": (0o100644, git(repo, "rev-parse", "HEAD:README.md"))}
+    (repo / "later.txt").write_text("l\n")
+    git(repo, "add", "-N", "later.txt")  # intent to add: an extended flag
+    with pytest.raises(objects.Undecided):
+        objects.index_entries(index, ["later.txt"])
+    with pytest.raises(objects.Undecided):
+        objects.index_entries(index, ["EADME.md"])  # a name's tail is not an entry
+    git(repo, "update-index", "--index-version", "4")
+    with pytest.raises(objects.Undecided):
+        objects.index_entries(index, ["README.md"])
+
+
+def test_stripspace_is_gits(repo: Path) -> None:
+    for text in ("a", "\n\n a \t\n\n\n\nb\r\n\n", "x\x0b\n", "caf\u00e9 \n", "\n \n"):
+        theirs = subprocess.run(
+            ["git", "stripspace"], input=text.encode(), capture_output=True, check=True
+        ).stdout
+        assert writing.stripspace(text.encode()) == theirs
 
 
 # --- one task's iteration moves no files ------------------------------------------------------
@@ -375,7 +421,7 @@ def test_one_tasks_iteration_moves_no_files(
 ) -> None:
     """ORIENT's view of the tip, the task's work tree, the gate's checkout of the
     merge and the next ORIENT's view: one directory, no git process but the
-    commit, every checkout clean where it claims to be."""
+    `git add` of the task's file, every checkout clean where it claims to be."""
     _, b = commits
     checkouts = pool(repo)
     with checkouts.viewing(b) as viewed:  # ORIENT
@@ -396,7 +442,7 @@ def test_one_tasks_iteration_moves_no_files(
         checkouts.release(ws, clean=True)
         with checkouts.viewing(candidate) as viewed:  # the next ORIENT
             pass
-        assert subcommands(log) == ["add", "commit"]  # soda's; the checks' below
+        assert subcommands(log) == ["add"]  # soda's; the checks' below
         assert gate_path == viewed == ws.path
         assert_clean_at(viewed, candidate)
         subcommands(log)

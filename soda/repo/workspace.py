@@ -106,6 +106,22 @@ def worktree_head(repo: Repo, path: Path) -> str | None:
     return None
 
 
+def _worktree_git_dir(path: Path) -> Path:
+    """The git directory of the worktree at `path` (its `.git` file names it)."""
+    pointer = (path / ".git").read_text(encoding="utf-8")
+    if not pointer.startswith("gitdir: "):
+        raise ValueError(f"{path}/.git does not name a git directory")
+    return path / pointer[8:].strip()
+
+
+def _head_file(path: Path) -> str | None:
+    """What the worktree's HEAD file says (a commit id or `ref: ...`)."""
+    try:
+        return (_worktree_git_dir(path) / "HEAD").read_text(encoding="utf-8").strip()
+    except (OSError, ValueError):
+        return None
+
+
 def _remember_tree(commit: str, tree: str) -> None:
     if not is_sha(commit):
         return
@@ -156,27 +172,24 @@ class Workspace:
         """Commit everything in the worktree; None when there was nothing to commit.
         `changes`: the caller knows every file that changed since the head (files
         written, nothing run: soda.loop.act.pristine). Then git need not look for
-        changes in the whole tree: nothing is committed when none changed, one
-        `git commit -a` commits changes to tracked files, and `git add` of just
-        these paths stages new ones (`git add -A` scans every directory)."""
+        changes in the whole tree (`git add -A` scans every directory, `git
+        commit` refreshes every entry and rewrites the index's trees): nothing
+        is committed when none changed, else `git add` stages just these files
+        and the commit is written from the index's entries for them
+        (`_commit_staged`)."""
         if changes is not None:
             if not changes.paths:
                 return None
             try:
-                if changes.tracked:
-                    self._in("commit", "-q", "--no-verify", "-a", "-m", message)
-                else:
-                    feed = "".join(f":(literal){path}\0" for path in changes.paths)
-                    _git(
-                        self.repo, "-C", str(self.path), "add",
-                        "--pathspec-from-file=-", "--pathspec-file-nul", stdin=feed,
-                    )  # fmt: skip
-                    self._in("commit", "-q", "--no-verify", "-m", message)
+                feed = "".join(f":(literal){path}\0" for path in changes.paths)
+                _git(
+                    self.repo, "-C", str(self.path), "add",
+                    "--pathspec-from-file=-", "--pathspec-file-nul", stdin=feed,
+                )  # fmt: skip
             except GitError:
                 pass  # e.g. an ignored file written: the full way below says what to do
             else:
-                self.known_head = None
-                return self.head()
+                return self._commit_staged(message, changes.paths)
         self._in("add", "-A")
         try:
             self._in("commit", "-q", "--no-verify", "-m", message)
@@ -184,6 +197,45 @@ class Workspace:
             # `git commit` fails when nothing is staged: that is the only failure
             # that means "nothing to commit". The head is read again afterwards:
             # an agent working unconfined (sandbox.mode = "none") may have moved it.
+            self.known_head = None
+            if self._staged():
+                raise
+            return None
+        self.known_head = None
+        return self.head()
+
+    def _commit_staged(self, message: str, paths: list[str]) -> str | None:
+        """Commit what `git add PATHS` staged: the head's tree with the index's
+        entries for `paths` (soda.repo.objects.index_entries, soda.repo.writing:
+        the tree and the commit `git commit -m` would write), the branch moved by
+        compare-and-swap from the head. `git commit` when soda cannot be sure
+        (the index or a tree it cannot read, the head not on the branch, a
+        repository only git may write); None when nothing changed."""
+        head = self.head()
+        commit: str | None = None
+        try:
+            index = _worktree_git_dir(self.path) / "index"
+            entries = objects.index_entries(index, paths)
+            files = {path: (mode, sha) for path, (mode, sha) in entries.items()}
+            tree = writing.tree_with(self.repo, tree_of(self.repo, head), files)
+            on_branch = _head_file(self.path) == f"ref: refs/heads/{self.branch}"
+            if tree is not None and on_branch:
+                if tree == tree_of(self.repo, head):
+                    return None  # the same content written again
+                commit = writing.commit(self.repo, tree, [head], message)
+                if commit is not None:
+                    helpers.transaction(
+                        self.repo, [f"update refs/heads/{self.branch} {commit} {head}"]
+                    )
+                    _remember_tree(commit, tree)
+                    self.known_head = commit
+                    return commit
+        except (objects.Undecided, GitError, OSError, ValueError):
+            pass
+        self.known_head = None
+        try:
+            self._in("commit", "-q", "--no-verify", "-m", message)
+        except GitError:
             self.known_head = None
             if self._staged():
                 raise
