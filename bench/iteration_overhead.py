@@ -7,8 +7,10 @@ which the executor writes one file that the gate merges. Interleaved with them,
 iteration by iteration (in rotating order), three floors do the same git work
 with plain git (see `harness.Floors`): one full checkout; the work in a fresh
 `git worktree add`; the work in kept worktrees. Every git process (soda's and
-the floors') is counted by a `git` shim first on PATH. The first iteration
-creates soda's checkout pool and is left out of the medians.
+the floors') is counted by a `git` shim first on PATH; soda's long-lived gits
+(`cat-file`, `update-ref --stdin`, `check-attr`, `diff-tree`: one each per
+session) count once, when they start. The first iteration creates soda's
+checkout pool and is left out of the medians.
 
 Goal: soda's median iteration <= 1.5x the kept-worktree floor.
 

@@ -1,4 +1,4 @@
-"""Writing a commit object without a git process.
+"""Writing commits and trees without a git process.
 
 Each merge soda lands is a commit object whose tree and parents soda already
 knows (soda.repo.workspace.prepare_merge); `git commit-tree` would cost a
@@ -12,21 +12,29 @@ process for what is a few hundred bytes. `commit_tree` writes the same object
 
     MESSAGE (with a final newline added when it has none)
 
+`commit` is the same object with the message as `git commit -m` keeps it
+(`stripspace`), and `tree_with` a tree with some files added or replaced, as
+git writes trees: a task's commit (soda.repo.workspace.Workspace.commit_all)
+is `git add` of the files it wrote, then these two, instead of `git commit`,
+which refreshes every entry of the index and rewrites its trees (a cost that
+grew with the repository).
+
 - the identities are git's own (`git var -l`, with soda's `-c user.name/email`:
   config, `author.*`/`committer.*` keys and GIT_AUTHOR_*/GIT_COMMITTER_*
   variables resolved by git, see soda.repo.helpers.settings); the time is now,
   in the local time zone, as git takes it;
-- the object is stored as git stores a loose object: compressed into a
+- an object is stored as git stores a loose object: compressed into a
   `tmp_obj_*` file beside its final place (git's `prune` removes such files
   that a crash left), fsynced when git's `core.fsync` settings ask for loose
   objects, read-only, then hard-linked to its name (an object already there is
   kept: the same name is the same content) and the temporary file removed.
-  Until the ref points at it, the object is unreachable and changes nothing.
+  Until a ref points at it, an object is unreachable and changes nothing.
 
 When something would make git write another object than this (a fixed date in
-GIT_*_DATE, another commit encoding, a SHA-256 repository, a shared repository's
-permissions, an object directory elsewhere, a message git could not pass in
-argv), `commit_tree` returns None and the caller runs `git commit-tree`.
+GIT_*_DATE, another commit encoding or message clean-up, a SHA-256 repository,
+a shared repository's permissions, an object directory elsewhere, a message git
+could not pass in argv, a file where the tree has a directory), these return
+None and the caller runs git.
 """
 
 from __future__ import annotations
