@@ -350,7 +350,7 @@ def test_a_task_commit_stages_just_what_it_wrote(
     ws = checkouts.work("soda/spec", "soda-work/spec/iter-1-a")
     warm(checkouts.repo)
     log = git_spy(tmp_path, monkeypatch)
-    assert ws.commit_all("nothing", changes=Changes([], tracked=True)) is None
+    assert ws.commit_all("nothing", changes=Changes([])) is None
     assert subcommands(log) == []
     (ws.path / "README.md").write_text("edited\n")
     (ws.path / "pkg" / "deep").mkdir(parents=True)
@@ -359,7 +359,7 @@ def test_a_task_commit_stages_just_what_it_wrote(
     (ws.path / "pkg" / "tool.sh").chmod(0o755)
     (ws.path / "pkg-a.txt").write_text("sorts between pkg and pkg/\n")
     written = ["README.md", "pkg/deep/new.py", "pkg/tool.sh", "pkg-a.txt"]
-    first = ws.commit_all("  several\t\n\n\n  files  \n\n", Changes(written, tracked=False))
+    first = ws.commit_all("  several\t\n\n\n  files  \n\n", Changes(written))
     assert subcommands(log) == ["add"]
     assert first is not None and first == ws.head()
     assert git(ws.path, "rev-parse", "HEAD", "soda-work/spec/iter-1-a").split() == [first] * 2
@@ -375,17 +375,39 @@ def test_a_task_commit_stages_just_what_it_wrote(
     ]  # fmt: skip
     assert git(repo, "ls-tree", first, "pkg/tool.sh").startswith("100755 blob")
     (ws.path / "pkg" / "deep" / "new.py").write_text("y = 1\n")  # the same content
-    assert ws.commit_all("again", Changes(["pkg/deep/new.py"], tracked=True)) is None
+    assert ws.commit_all("again", Changes(["pkg/deep/new.py"])) is None
     assert ws.head() == first
     # An ignored file written: `git add` refuses it, the full way commits the rest.
     (ws.path / "debug.log").write_text("ignored\n")
     (ws.path / "other.txt").write_text("o\n")
     subcommands(log)
-    rest = ws.commit_all("rest", changes=Changes(["debug.log", "other.txt"], tracked=False))
+    rest = ws.commit_all("rest", changes=Changes(["debug.log", "other.txt"]))
     assert subcommands(log)[-2:] == ["add", "commit"]
     assert git(repo, "show", "--name-only", "--format=", rest) == "other.txt"
     assert git(ws.path, "status", "--porcelain") == ""
     assert git(repo, "fsck", "--no-dangling") == ""
+    checkouts.release(ws)
+    checkouts.remove_all()
+
+
+def test_what_a_task_changed_is_known_only_when_nothing_ran(
+    repo: Path, commits: tuple[str, str]
+) -> None:
+    from soda.loop.act.pristine import Watched
+    from soda.system.jail import Jail
+    from soda.tools import Sandbox, worktree_tools
+
+    checkouts = pool(repo)
+    ws = checkouts.work("soda/spec", "soda-work/spec/iter-1-a")
+    sandbox = Sandbox(ws.path)
+    jail = Jail(mode="none", repo_root=repo, git_dir=repo / ".git")
+    tools = Watched(worktree_tools(sandbox, 30, 10_000, jail=jail), sandbox)
+    tools.call("read_file", {"path": "README.md", "offset_line": None, "max_lines": None})
+    tools.call("write_file", {"path": "src/new.py", "content": "x = 1\n"})
+    tools.call("write_file", {"path": "./src/new.py", "content": "x = 2\n"})
+    assert tools.changes() == Changes(["src/new.py"])
+    tools.call("run_command", {"command": "true", "timeout_seconds": None})
+    assert tools.changes() is None
     checkouts.release(ws)
     checkouts.remove_all()
 
@@ -432,7 +454,7 @@ def test_one_tasks_iteration_moves_no_files(
         ws = checkouts.work("soda/spec", f"soda-work/spec/iter-{n}-a")
         assert ws.path == viewed  # the tip's tree is there already
         (ws.path / f"f{n}.txt").write_text(f"{n}\n")
-        ws.commit_all(f"task {n}", changes=Changes([f"f{n}.txt"], tracked=False))
+        ws.commit_all(f"task {n}", changes=Changes([f"f{n}.txt"]))
         checkouts.vouch(ws)
         assert ws.catch_up()
         candidate, expected = prepare_merge(ws, f"soda: task {n}")

@@ -30,7 +30,8 @@ the committed tree. What needs no git process at all:
   work tree is lent as the view of its own merge (a commit with the task's
   head as a parent), HEAD pointed at the merge commit. Once landed,
   that commit is the next tip, so the next ORIENT finds its view in place and
-  the next task its work tree: an iteration with one task moves no files.
+  the next task its work tree: in an iteration with one task no checkout,
+  reset or clean moves a file; only the task writes.
 
 A checkout lent out for running code (`run=True`, a work tree) is cleaned on
 its next move unless nothing could have stayed behind: the gate's test run

@@ -135,10 +135,9 @@ def _remember_tree(commit: str, tree: str) -> None:
 @dataclass(frozen=True)
 class Changes:
     """Every file that changed in a work tree since its head, as its task knows
-    it (paths relative to the tree), and whether the head tracks them all."""
+    it (paths relative to the tree)."""
 
     paths: list[str]
-    tracked: bool
 
 
 @dataclass

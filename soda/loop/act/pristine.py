@@ -63,26 +63,10 @@ class Watched:
     def clean(self, repo: Repo, ws: Workspace) -> bool:
         """Whether the tree is a clean checkout of `ws`'s head (call it after the
         commit): nothing ran, and every file written is a tracked regular file."""
-        return not self.unsure and self._all_tracked(repo, ws.head())
-
-    def changes(self, repo: Repo, ws: Workspace) -> Changes | None:
-        """What the run changed in the tree (call it before the commit), when that
-        is known: nothing ran, so the files written are all that changed (the
-        file tools never delete). None when something else may have changed.
-        soda.repo.workspace.commit_all then stages just these files instead of
-        scanning the whole tree."""
         if self.unsure:
-            return None
+            return False
         try:
-            real = [self.sandbox.resolve(path) for path in self.written]
-            paths = list(dict.fromkeys(self.sandbox.relative(path) for path in real))
-        except (ToolError, OSError, ValueError):
-            return None
-        return Changes(paths, tracked=self._all_tracked(repo, ws.head()))
-
-    def _all_tracked(self, repo: Repo, commit: str) -> bool:
-        try:
-            tree = tree_of(repo, commit)
+            tree = tree_of(repo, ws.head())
             for path in self.written:
                 real = self.sandbox.resolve(path)
                 entry = objects.entry_at(repo, tree, self.sandbox.relative(real))
@@ -91,3 +75,16 @@ class Watched:
         except (ToolError, objects.Undecided, OSError, ValueError):
             return False
         return True
+
+    def changes(self) -> Changes | None:
+        """What the run changed in the tree, when that is known: nothing ran, so
+        the files written are all that changed (the file tools never delete).
+        None when something else may have changed. soda.repo.workspace's
+        `commit_all` then stages just these files instead of scanning the tree."""
+        if self.unsure:
+            return None
+        try:
+            real = [self.sandbox.resolve(path) for path in self.written]
+            return Changes(list(dict.fromkeys(self.sandbox.relative(path) for path in real)))
+        except (ToolError, OSError, ValueError):
+            return None

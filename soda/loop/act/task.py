@@ -248,7 +248,7 @@ class PlanRun:
             result = answer.output
             commit = ws.commit_all(
                 f"{task.title}\n\n{result.summary}\n\nSoda-Task: {task.task_id}",
-                changes=tools.changes(session.repo, ws) if resume is None else None,
+                changes=tools.changes() if resume is None else None,
             )
             if ws.head() == ws.fork_point:
                 clean = resume is None and tools.clean(session.repo, ws)
