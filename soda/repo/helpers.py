@@ -381,8 +381,10 @@ def _stamp(repo: Repo) -> tuple[Any, ...]:
         if os.environ.get(name):
             files.append(Path(os.environ[name]))
     stats = [_content(path) for path in files]
-    env = tuple(os.environ.get(name) for name in _ENVIRONMENT)
-    counted = tuple(
-        (name, value) for name, value in os.environ.items() if name.startswith("GIT_CONFIG_")
-    )
-    return (tuple(stats), env, counted)
+    env = [os.environ.get(name) for name in _ENVIRONMENT]
+    # GIT_CONFIG_COUNT's pairs, by name: walking all of os.environ costs more
+    # than the rest of this together.
+    count = os.environ.get("GIT_CONFIG_COUNT", "")
+    for n in range(int(count) if count.isdigit() else 0):
+        env += [os.environ.get(f"GIT_CONFIG_KEY_{n}"), os.environ.get(f"GIT_CONFIG_VALUE_{n}")]
+    return (tuple(stats), tuple(env))
