@@ -52,6 +52,11 @@ from soda.loop.session import Session
 GOAL = 1.5
 
 
+def quantile(values: list[float], q: float) -> float:
+    ordered = sorted(values)
+    return ordered[min(len(ordered) - 1, int(q * len(ordered)))]
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("repo", nargs="?", type=Path, default=os.environ.get("SODA_BENCH_REPO"))
@@ -154,6 +159,13 @@ def main() -> int:
         ratio = soda_s / median(floor_times["kept"][steady])
         verdict = "ok" if ratio <= GOAL else f"over by {ratio / GOAL:.2f}x"
         print(f"overhead over the kept-worktree floor: {ratio:.2f}x (goal <= {GOAL}x: {verdict})")
+        # Each soda iteration against the kept floor's iteration run right beside it:
+        # what the machine did in between cancels out.
+        paired = [s / f for s, f in zip(soda[steady], floor_times["kept"][steady], strict=True)]
+        print(
+            f"  iteration by iteration (each beside its floor): median {median(paired):.2f}x, "
+            f"quartiles {quantile(paired, 0.25):.2f}-{quantile(paired, 0.75):.2f}x"
+        )
         if args.calls:
             for n, logged in enumerate(soda_calls, 1):
                 print(f"-- iteration {n} git calls:")
