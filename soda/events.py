@@ -9,8 +9,12 @@ May import: config, errors, store, system.
 
 from __future__ import annotations
 
+import contextlib
 import json
+import os
 import sys
+import threading
+import weakref
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -25,6 +29,52 @@ from soda.system.proc import run as run_command
 
 Listener = Callable[[str, dict[str, Any]], None]
 """Called with an event's kind and data right after it is stored."""
+
+
+class _Log:
+    """The JSON-lines log, kept open between events (opening it for every event
+    was a tenth of an iteration's bookkeeping). Each line goes out in one
+    `write` to a file opened for appending: it lands whole at the end even with
+    another writer at the same time, and once written it is the kernel's (a
+    kill of soda right after loses nothing). A log that was moved or deleted
+    is opened again at its path."""
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+        self._fd: int | None = None
+        self._id: tuple[int, int] | None = None
+        self._lock = threading.Lock()
+        weakref.finalize(self, _Log._close, self.__dict__)
+
+    def write(self, line: str) -> None:
+        data = (line + "\n").encode("utf-8")
+        with self._lock:
+            fd = self._open()
+            while data:
+                data = data[os.write(fd, data) :]
+
+    def _open(self) -> int:
+        try:
+            st = os.stat(self.path)
+            current: tuple[int, int] | None = (st.st_dev, st.st_ino)
+        except FileNotFoundError:
+            current = None
+        if self._fd is not None and current == self._id:
+            return self._fd
+        self._close(self.__dict__)
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        fd = os.open(self.path, os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_CLOEXEC, 0o666)
+        st = os.fstat(fd)
+        self._fd, self._id = fd, (st.st_dev, st.st_ino)
+        return fd
+
+    @staticmethod
+    def _close(state: dict[str, Any]) -> None:
+        fd = state.get("_fd")
+        state["_fd"] = None
+        if fd is not None:
+            with contextlib.suppress(OSError):
+                os.close(fd)
 
 
 class Events:
@@ -48,6 +98,7 @@ class Events:
     ) -> None:
         self.db = db
         self.log_path = log_path
+        self._log = _Log(log_path) if log_path is not None else None
         self._run_id = run_id
         self._iteration = iteration
         self._listeners: list[Listener] = [] if listeners is None else listeners
@@ -66,17 +117,17 @@ class Events:
 
     def for_run(self, run_id: int | None) -> Events:
         """The events of run `run_id` (no iteration)."""
-        return Events(self.db, self.log_path, run_id=run_id, listeners=self._listeners)
+        return self._scoped(run_id, None)
 
     def for_iteration(self, iteration: IterationRef) -> Events:
         """The events of `iteration`, in this object's run."""
-        return Events(
-            self.db,
-            self.log_path,
-            run_id=self._run_id,
-            iteration=iteration,
-            listeners=self._listeners,
-        )
+        return self._scoped(self._run_id, iteration)
+
+    def _scoped(self, run_id: int | None, iteration: IterationRef | None) -> Events:
+        listeners = self._listeners
+        scoped = Events(self.db, None, run_id=run_id, iteration=iteration, listeners=listeners)
+        scoped.log_path, scoped._log = self.log_path, self._log  # one open log for all scopes
+        return scoped
 
     def subscribe(self, listener: Listener) -> Callable[[], None]:
         """Call `listener` after every event this object emits; returns the
@@ -94,12 +145,9 @@ class Events:
             "data_json": dumps(payload),
         }
         event_rows.append(self.db, row)
-        if self.log_path is not None:
-            self.log_path.parent.mkdir(parents=True, exist_ok=True)
+        if self._log is not None:
             record = {key: row[key] for key in ("ts", "run_id", "iteration_id", "kind")}
-            line = json.dumps({**record, "data": payload}, default=str)
-            with self.log_path.open("a", encoding="utf-8") as fh:
-                fh.write(line + "\n")
+            self._log.write(json.dumps({**record, "data": payload}, default=str))
         for listener in list(self._listeners):
             try:
                 listener(kind, payload)

@@ -130,6 +130,8 @@ def test_a_clean_view_in_place_costs_no_git_process(
     a, b = commits
     checkouts = pool(repo)
     checkouts.view(a)
+    checkouts.view(b)  # the object reader (one long-lived `cat-file`) has started
+    checkouts.view(a)
     log = git_spy(tmp_path, monkeypatch)
     checkouts.view(a)
     assert subcommands(log) == []

@@ -127,12 +127,15 @@ def test_sigkill_in_act_then_restart_recovers(project) -> None:
     wait_for(lambda: query(root, "SELECT 1 FROM iterations WHERE phase = 'act'"), 60, "ACT")
     soda("tell", "keep it simple", cwd=root)
     wait_for(
-        lambda: query(root, "SELECT 1 FROM events WHERE kind = 'act.task.start'"), 20, "the task"
+        lambda: query(root, "SELECT 1 FROM events WHERE kind = 'act.workspace'"), 20, "the task"
     )
     os.kill(pid, signal.SIGKILL)
     wait_for(lambda: not alive(pid), 10, "the kill")
     worktrees = root / "state" / "worktrees"
-    assert list(worktrees.glob("work*"))  # the executor's worktree, left behind by the crash
+    used = query(root, "SELECT data_json FROM events WHERE kind = 'act.workspace'")[0][0]
+    # The executor's worktree (one of the pool's, whichever was free), left behind.
+    left = Path(json.loads(used)["path"])
+    assert left.parent == worktrees and (left / ".git").is_file()
 
     # Restart with a script that finds the spec unmet but has nothing to do.
     stuck = [
@@ -191,6 +194,7 @@ def test_sigkill_in_act_then_restart_recovers(project) -> None:
     first = query(root, "SELECT outcome, error FROM iterations WHERE number = 1")[0]
     assert first == ("aborted", "aborted in phase act")
     assert not list(worktrees.glob("work*"))
+    assert git(root, "for-each-ref", "refs/heads/soda-work/") == ""  # its branch is gone
     assert git(root, "rev-parse", "soda/spec") == base  # never moved to an ungated commit
     told = query(root, "SELECT status FROM human_inputs WHERE payload_json LIKE '%keep it simple%'")
     assert told and told[0][0] in ("pending", "claimed", "applied")

@@ -73,13 +73,14 @@ def tested(
     # or a clean. A junit report is read from the checkout: never sealed.
     checkouts.root.mkdir(parents=True, exist_ok=True)
     sealed = report_kind(config) != "junit" and jail.can_seal(checkouts.root)
-    path = checkouts.view(commit, run=not sealed)
     # Only pytest runs report which modules they imported (see soda.gate.runner).
     own = own_modules(repo, commit) if report_kind(config) == "pytest" else frozenset()
-    report = run_tests(config, jail, path, own, sealed=sealed)
+    # The checkout is held while the tests run: no task takes it meanwhile.
+    with checkouts.viewing(commit, run=not sealed) as path:
+        report = run_tests(config, jail, path, own, sealed=sealed)
     if sealed and _overlay_refused(report):  # run again on the checkout itself
-        path = checkouts.view(commit, run=True)
-        report = run_tests(config, jail, path, own)
+        with checkouts.viewing(commit, run=True) as path:
+            report = run_tests(config, jail, path, own)
     # A run that could not be judged is not remembered: its cause is usually the
     # environment, which the person fixes without changing the tree.
     if not (report.timed_out or report.problem or report.foreign_imports):

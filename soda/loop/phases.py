@@ -71,7 +71,10 @@ def orient_phase(session: Session, it: Iteration, claims: Claims) -> Orientation
     """The agents' reading, written to Trace and learnings; the human inputs they
     read are marked applied."""
     it.events.emit("orient.start", {"number": it.number})
-    orientation = orient(session, it, claims)
+    try:
+        orientation = orient(session, it, claims)
+    finally:
+        session.checkouts.let_go_view()  # ORIENT's checkout of the tip: free for ACT's tasks
     orientation = apply_orientation(session, it, orientation)
     ids = [item.id for item in claims.human.pending]
     if ids:

@@ -4,11 +4,13 @@ and how long it takes, does not grow with the repository's age."""
 
 from __future__ import annotations
 
+import os
 import re
+import subprocess
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from git import Git, Repo
+from git import Repo
 from sqlite_utils import Database
 
 from soda.config import Config, LoopConfig
@@ -27,6 +29,7 @@ from soda.contracts import (
     WorkClaims,
 )
 from soda.contracts.outcomes import LOOP_OUTCOMES, TaskStatus
+from soda.errors import GitError
 from soda.gate.evidence import json_object, last_act, tip_tests
 from soda.human import for_orient, paused
 from soda.human.write import describe
@@ -71,16 +74,26 @@ class SenseInput:
 
 
 def sense(inp: SenseInput) -> Claims:
-    return Claims(
-        code=code_claims(inp),
-        work=work_claims(inp),
-        project=project_claims(inp),
-        human=human_claims(inp.db),
-    )
+    repo = inp.repo or Repo(inp.repo_path, search_parent_directories=True)
+    status = _Status(repo)  # git reads the checkout while SENSE reads the store
+    try:
+        work, project, human = work_claims(inp), project_claims(inp), human_claims(inp.db)
+        code = _code_claims(inp, repo, status)
+    finally:
+        status.close()
+    return Claims(code=code, work=work, project=project, human=human)
 
 
 def code_claims(inp: SenseInput) -> CodeClaims:
     repo = inp.repo or Repo(inp.repo_path, search_parent_directories=True)
+    status = _Status(repo)
+    try:
+        return _code_claims(inp, repo, status)
+    finally:
+        status.close()
+
+
+def _code_claims(inp: SenseInput, repo: Repo, status: _Status) -> CodeClaims:
     # The head is read from the ref files (no git process), and everything below
     # names it rather than the branch: one consistent snapshot of the milestone.
     head = branch_head(repo, inp.milestone_branch)
@@ -94,26 +107,51 @@ def code_claims(inp: SenseInput) -> CodeClaims:
         for c in found.recent
     ]
     files, stat = digest.diffstat(found, store.top(MAX_FILES), MAX_FILES)
+    tests = tip_tests(inp.db, repo, head)
     return CodeClaims(
         branch=inp.milestone_branch,
         head=head,
         base_commit=inp.base_commit,
-        uncommitted=_uncommitted(repo.git),
+        uncommitted=status.entries(),  # last: git had all of the above to finish
         commits=commits,
         commits_total=found.commits_total,
         files_changed=files,
         diffstat=stat,
-        tests=tip_tests(inp.db, repo, head),
+        tests=tests,
     )
 
 
-def _uncommitted(git: Git) -> list[str]:
+class _Status:
     """The first MAX_UNCOMMITTED entries of `git status` in the person's checkout,
-    tracked and untracked. Without optional locks: otherwise status may write the
-    refreshed index back, taking `index.lock` in a checkout soda must not touch
-    (a git command of the person's own would fail on it meanwhile)."""
-    status = git.execute(["git", "--no-optional-locks", "status", "--porcelain"])
-    return [line[3:] for line in str(status).splitlines()[:MAX_UNCOMMITTED]]
+    tracked and untracked: started at once, read when needed (git works while
+    SENSE reads the digest). Without optional locks: otherwise status may write
+    the refreshed index back, taking `index.lock` in a checkout soda must not
+    touch (a git command of the person's own would fail on it meanwhile)."""
+
+    def __init__(self, repo: Repo) -> None:
+        self.proc = subprocess.Popen(
+            ["git", "--no-optional-locks", "status", "--porcelain"],
+            cwd=repo.working_tree_dir or repo.git_dir,
+            env={**os.environ, "LC_ALL": "C", "LANGUAGE": "C"},
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+        )
+
+    def entries(self) -> list[str]:
+        out, err = self.proc.communicate()
+        if self.proc.returncode:
+            message = err.decode(errors="replace").strip()
+            raise GitError(f"git status failed: {message or self.proc.returncode}")
+        lines = out.decode("utf-8", errors="replace").splitlines()
+        return [line[3:] for line in lines[:MAX_UNCOMMITTED]]
+
+    def close(self) -> None:
+        """End and reap the process when its answer was not read (SENSE failed)."""
+        if self.proc.returncode is None:
+            if self.proc.poll() is None:
+                self.proc.kill()
+            self.proc.communicate()
 
 
 def _brief(task: Task) -> TaskBrief:

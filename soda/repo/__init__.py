@@ -2,9 +2,11 @@
 branches and the compare-and-swap landing (`workspace.py`), the pool of
 checkouts agents and the gate use (`checkouts.py`), the milestone's name and
 branch (`milestone.py`), objects read without a git process each
-(`objects.py`), the milestone's digest since its base, advanced merge by
-merge for SENSE (`digest.py`), and the push to a remote the forge and the
-fleet share (`push.py`).
+(`objects.py`), commits and trees written as git writes them (`writing.py`),
+long-lived git processes for ref transactions, tree diffs and attributes, and
+git's resolved settings (`helpers.py`), and the milestone's digest since its
+base, advanced merge by merge for SENSE (`digest.py`), and the push to a
+remote the forge and the fleet share (`push.py`).
 
 May import: config, errors, system.
 """

@@ -33,8 +33,10 @@ SENSE advances like any other.
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import os
+import re
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -43,7 +45,16 @@ from typing import Any, Protocol
 from git import Repo
 
 from soda.errors import GitError
-from soda.repo.objects import Undecided, changed_paths, commit_info, tree_of
+from soda.repo import helpers, objects
+from soda.repo.objects import (
+    Change,
+    Entry,
+    Undecided,
+    changed_paths,
+    commit_info,
+    entry_at,
+    tree_of,
+)
 from soda.repo.workspace import _git
 
 MAX_WALK = 1000
@@ -230,12 +241,7 @@ def _advance(
     changes = changed_paths(repo, tree_of(repo, previous.head), tree_of(repo, head), MAX_DELTA)
     paths = [change.path for change in changes]
     old = store.rows_touching(paths) if paths else []
-    rows: list[Row] = []
-    if paths:
-        rows = parse_numstat(
-            _git(repo, "--literal-pathspecs", "diff", "--raw", "--numstat", "--no-renames",
-                 base, head, "--", *paths)
-        )  # fmt: skip
+    rows = numstat(repo, base, head, changes, previous.settings) if paths else []
     _count(digest, old, rows)
     # git pairs added and deleted files (renames) across the whole diff: a
     # change to a pair, or to an added or deleted file while the diff holds both
@@ -248,6 +254,108 @@ def _advance(
         raise Undecided("git's rename detection may pair these files otherwise")
     store.advance(digest.state(), {sha: gens[sha] for sha in new}, [r[0] for r in old], rows)
     return digest
+
+
+def numstat(repo: Repo, base: str, head: str, changes: list[Change], generation: str) -> list[Row]:
+    """The rows of `git diff --raw --numstat --no-renames BASE TIP -- PATHS` for
+    the paths `changes` names (each with its entry in the tip). A file the base
+    lacks (added) or the tip lacks (deleted) is read from the object database:
+    its row is its line count, or binary, as git's diff decides for that path
+    (`_added_lines`). Any other (both sides present, a symlink, a submodule, a
+    name git would quote, an attribute that runs a program) is asked of git, all
+    of them in one `git diff`. Without --no-renames each row stands alone, so
+    the two kinds of row mix freely."""
+    base_tree = tree_of(repo, base)
+    rows: list[Row] = []
+    ask: list[str] = []
+    for change in changes:
+        path = change.path
+        before = entry_at(repo, base_tree, path)
+        after = change.new
+        if before == after:
+            continue  # changed back to what the base has: no row
+        row = None
+        with contextlib.suppress(Undecided, GitError):
+            if before is None and after is not None:
+                row = _one_side(repo, path, after, "A", generation)
+            elif after is None and before is not None:
+                row = _one_side(repo, path, before, "D", generation)
+        if row is None:
+            ask.append(path)
+        else:
+            rows.append(row)
+    if ask:
+        rows += parse_numstat(
+            _git(repo, "--literal-pathspecs", "diff", "--raw", "--numstat", "--no-renames",
+                 base, head, "--", *ask)
+        )  # fmt: skip
+    return rows
+
+
+REGULAR = (0o100644, 0o100755)
+_PLAIN = re.compile(r"[ -!#-\[\]-~]+")
+"""Printable ASCII but `"` and `\\`: a name git's numstat shows as it is."""
+FIRST_FEW_BYTES = 8000
+"""git looks for a NUL byte this far into a file to call it binary."""
+
+
+def _one_side(repo: Repo, path: str, entry: Entry, status: str, generation: str) -> Row | None:
+    """The numstat row of a regular file only one side of the diff has: all its
+    lines added (status A) or removed (D); None when git must say."""
+    if entry[0] not in REGULAR or not _PLAIN.fullmatch(path):
+        return None
+    lines = _added_lines(repo, path, entry[1], generation)
+    if lines is None:
+        return None
+    count, binary = lines
+    added, removed = (count, 0) if status == "A" else (0, count)
+    return (path, path, added, removed, binary, status, None)
+
+
+def _added_lines(repo: Repo, path: str, blob: str, generation: str) -> tuple[int, bool] | None:
+    """(lines, binary) of blob `blob` at `path` as git's numstat counts a file
+    that is all added or all removed: binary when the path's `diff` attribute
+    is unset, or (unspecified, or a driver that says nothing of it) when a NUL
+    byte is among the first 8,000 bytes or the blob is larger than
+    core.bigFileThreshold; else its lines, the last one counted even without
+    its newline. None (ask git) for a driver with a textconv program or its
+    own `binary` setting."""
+    attribute = helpers.diff_attribute(repo, path, generation)
+    if attribute == "unset":
+        return 0, True
+    found = helpers.settings(repo)
+    if attribute not in ("set", "unspecified") and (
+        found.get(f"diff.{attribute}.textconv") is not None
+        or found.get(f"diff.{attribute}.binary") is not None
+    ):
+        return None
+    threshold = _size(found.get("core.bigfilethreshold"))
+    if threshold is None:
+        return None
+    data = objects.read(repo, blob, "blob")
+    if attribute != "set" and (len(data) > threshold or b"\0" in data[:FIRST_FEW_BYTES]):
+        return 0, True
+    return count_lines(data), False
+
+
+def count_lines(data: bytes) -> int:
+    """git's count_lines: newlines, plus one for a last line without one."""
+    if not data:
+        return 0
+    return data.count(b"\n") + (0 if data.endswith(b"\n") else 1)
+
+
+_UNITS = {"": 1, "k": 1024, "m": 1024**2, "g": 1024**3}
+
+
+def _size(value: str | None) -> int | None:
+    """core.bigFileThreshold in bytes (default 512 MiB); None when unreadable."""
+    if value is None:
+        return 512 * 1024**2
+    match = re.fullmatch(r"\s*(\d+)\s*([kmgKMG]?)\s*", value)
+    if match is None:
+        return None
+    return int(match[1]) * _UNITS[match[2].lower()]
 
 
 def _new_commits(

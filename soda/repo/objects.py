@@ -20,6 +20,7 @@ import threading
 from collections import OrderedDict
 from dataclasses import dataclass
 from datetime import datetime, timedelta, timezone
+from pathlib import Path
 
 from git import Repo
 
@@ -272,3 +273,51 @@ def is_ancestor(repo: Repo, ancestor: str, descendant: str, limit: int = 64) -> 
                 seen.add(parent)
                 todo.append(parent)
     return False
+
+
+_INDEX_SIGNATURE = b"DIRC"
+_ENTRY_HEADER = 62
+"""ctime, mtime, dev, ino, mode, uid, gid, size (4 bytes each), the object id
+(20) and the flags (2), before an index entry's name."""
+_STAGE = 0x3000
+_EXTENDED = 0x4000
+_NAME_LENGTH = 0x0FFF
+
+
+def index_entries(index: Path, paths: list[str]) -> dict[str, Entry]:
+    """The mode and object id `paths` have in the index file `index` (version 2
+    or 3, as git writes it unless told otherwise), found by name rather than by
+    reading every entry: an entry starts 8-byte aligned after the header, and
+    its flags give its name's length. Undecided unless each path has exactly
+    one entry, at stage 0, with no extended flag (intent to add, skip the
+    worktree) set."""
+    try:
+        data = index.read_bytes()
+    except OSError as exc:
+        raise Undecided(f"cannot read {index}: {exc}") from exc
+    if data[:4] != _INDEX_SIGNATURE or int.from_bytes(data[4:8], "big") not in (2, 3):
+        raise Undecided(f"{index} is not an index of version 2 or 3")
+    found: dict[str, Entry] = {}
+    for path in paths:
+        name = path.encode("utf-8")
+        if not name or len(name) >= _NAME_LENGTH or b"\0" in name:
+            raise Undecided(f"{path!r}: a name soda does not look up")
+        hits: list[Entry] = []
+        at = data.find(name + b"\0", 12)
+        while at != -1:
+            for header in (_ENTRY_HEADER, _ENTRY_HEADER + 2):
+                start = at - header
+                if start < 12 or (start - 12) % 8:
+                    continue
+                flags = int.from_bytes(data[start + 60 : start + 62], "big")
+                if flags & _NAME_LENGTH != len(name) or bool(flags & _EXTENDED) != (header > 62):
+                    continue
+                if flags & _STAGE or (header > 62 and data[start + 62 : start + 64] != b"\0\0"):
+                    raise Undecided(f"{path} is conflicted or flagged in the index")
+                mode = int.from_bytes(data[start + 24 : start + 28], "big")
+                hits.append((mode, data[start + 40 : start + 60].hex()))
+            at = data.find(name + b"\0", at + 1)
+        if len(hits) != 1:
+            raise Undecided(f"{path} has {len(hits)} entries in the index")
+        found[path] = hits[0]
+    return found

@@ -29,7 +29,7 @@ from git import Repo
 from git.refs.symbolic import SymbolicReference
 
 from soda.errors import GitError
-from soda.repo import objects
+from soda.repo import helpers, objects, writing
 from soda.repo.git import SODA_IDENTITY
 
 _SHA = re.compile(r"[0-9a-f]{40}")
@@ -106,6 +106,22 @@ def worktree_head(repo: Repo, path: Path) -> str | None:
     return None
 
 
+def _worktree_git_dir(path: Path) -> Path:
+    """The git directory of the worktree at `path` (its `.git` file names it)."""
+    pointer = (path / ".git").read_text(encoding="utf-8")
+    if not pointer.startswith("gitdir: "):
+        raise ValueError(f"{path}/.git does not name a git directory")
+    return path / pointer[8:].strip()
+
+
+def _head_file(path: Path) -> str | None:
+    """What the worktree's HEAD file says (a commit id or `ref: ...`)."""
+    try:
+        return (_worktree_git_dir(path) / "HEAD").read_text(encoding="utf-8").strip()
+    except (OSError, ValueError):
+        return None
+
+
 def _remember_tree(commit: str, tree: str) -> None:
     if not is_sha(commit):
         return
@@ -114,6 +130,14 @@ def _remember_tree(commit: str, tree: str) -> None:
         _TREES.move_to_end(commit)
         while len(_TREES) > _TREES_KEPT:
             _TREES.popitem(last=False)
+
+
+@dataclass(frozen=True)
+class Changes:
+    """Every file that changed in a work tree since its head, as its task knows
+    it (paths relative to the tree)."""
+
+    paths: list[str]
 
 
 @dataclass
@@ -143,8 +167,28 @@ class Workspace:
             self.known_head = head
         return self.known_head
 
-    def commit_all(self, message: str) -> str | None:
-        """Commit everything in the worktree; None when there was nothing to commit."""
+    def commit_all(self, message: str, changes: Changes | None = None) -> str | None:
+        """Commit everything in the worktree; None when there was nothing to commit.
+        `changes`: the caller knows every file that changed since the head (files
+        written, nothing run: soda.loop.act.pristine). Then git need not look for
+        changes in the whole tree (`git add -A` scans every directory, `git
+        commit` refreshes every entry and rewrites the index's trees): nothing
+        is committed when none changed, else `git add` stages just these files
+        and the commit is written from the index's entries for them
+        (`_commit_staged`)."""
+        if changes is not None:
+            if not changes.paths:
+                return None
+            try:
+                feed = "".join(f":(literal){path}\0" for path in changes.paths)
+                _git(
+                    self.repo, "-C", str(self.path), "add",
+                    "--pathspec-from-file=-", "--pathspec-file-nul", stdin=feed,
+                )  # fmt: skip
+            except GitError:
+                pass  # e.g. an ignored file written: the full way below says what to do
+            else:
+                return self._commit_staged(message, changes.paths)
         self._in("add", "-A")
         try:
             self._in("commit", "-q", "--no-verify", "-m", message)
@@ -152,6 +196,45 @@ class Workspace:
             # `git commit` fails when nothing is staged: that is the only failure
             # that means "nothing to commit". The head is read again afterwards:
             # an agent working unconfined (sandbox.mode = "none") may have moved it.
+            self.known_head = None
+            if self._staged():
+                raise
+            return None
+        self.known_head = None
+        return self.head()
+
+    def _commit_staged(self, message: str, paths: list[str]) -> str | None:
+        """Commit what `git add PATHS` staged: the head's tree with the index's
+        entries for `paths` (soda.repo.objects.index_entries, soda.repo.writing:
+        the tree and the commit `git commit -m` would write), the branch moved by
+        compare-and-swap from the head. `git commit` when soda cannot be sure
+        (the index or a tree it cannot read, the head not on the branch, a
+        repository only git may write); None when nothing changed."""
+        head = self.head()
+        commit: str | None = None
+        try:
+            index = _worktree_git_dir(self.path) / "index"
+            entries = objects.index_entries(index, paths)
+            files = {path: (mode, sha) for path, (mode, sha) in entries.items()}
+            tree = writing.tree_with(self.repo, tree_of(self.repo, head), files)
+            on_branch = _head_file(self.path) == f"ref: refs/heads/{self.branch}"
+            if tree is not None and on_branch:
+                if tree == tree_of(self.repo, head):
+                    return None  # the same content written again
+                commit = writing.commit(self.repo, tree, [head], message)
+                if commit is not None:
+                    helpers.transaction(
+                        self.repo, [f"update refs/heads/{self.branch} {commit} {head}"]
+                    )
+                    _remember_tree(commit, tree)
+                    self.known_head = commit
+                    return commit
+        except (objects.Undecided, GitError, OSError, ValueError):
+            pass
+        self.known_head = None
+        try:
+            self._in("commit", "-q", "--no-verify", "-m", message)
+        except GitError:
             self.known_head = None
             if self._staged():
                 raise
@@ -171,8 +254,19 @@ class Workspace:
         return bool(self._in("status", "--porcelain", "--untracked-files=all").strip())
 
     def diff_stat(self) -> str:
-        """What the branch changed since its fork point (`git diff --stat`)."""
-        return self._in("diff", "--stat", self.fork_point, self.head(), "--")
+        """What the branch changed since its fork point, as `git diff --stat` shows
+        it: from the long-lived `git diff-tree` (soda.repo.helpers) with the
+        options the porcelain takes from the config, `git diff` when that fails."""
+        head = self.head()
+        try:
+            return helpers.tree_diff(
+                self.repo,
+                stat_options(self.repo),
+                tree_of(self.repo, self.fork_point),
+                tree_of(self.repo, head),
+            ).rstrip("\n")
+        except GitError:
+            return self._in("diff", "--stat", self.fork_point, head, "--")
 
     def reset_to(self, commit: str) -> None:
         """Throw away everything since `commit` (a task that gave up)."""
@@ -201,6 +295,32 @@ class Workspace:
         return _git(self.repo, "-C", str(self.path), *args)
 
 
+_TRUE = ("true", "yes", "on", "1")
+
+
+def stat_options(repo: Repo) -> tuple[str, ...]:
+    """`git diff-tree` options for what `git diff --stat` shows under the
+    repository's config: the porcelain detects renames unless `diff.renames`
+    says otherwise, and takes `diff.algorithm` and `diff.statGraphWidth`."""
+    try:
+        found = helpers.settings(repo)
+    except GitError:
+        return ("--stat", "-M")
+    options = ["--stat"]
+    renames = (found.get("diff.renames") or "true").strip().lower()
+    if renames.startswith("cop"):
+        options.append("-C")
+    elif renames in _TRUE:
+        options.append("-M")
+    algorithm = found.get("diff.algorithm")
+    if algorithm:
+        options.append(f"--diff-algorithm={algorithm}")
+    width = found.get("diff.statgraphwidth")
+    if width and width.strip().isdigit():
+        options.append(f"--stat-graph-width={width.strip()}")
+    return tuple(options)
+
+
 def merge_into_milestone(ws: Workspace, message: str) -> str:
     """Write a --no-ff merge of the work branch into the milestone branch and move
     the branch to it (compare-and-swap): `prepare_merge` then `land`."""
@@ -223,7 +343,11 @@ def prepare_merge(ws: Workspace, message: str) -> tuple[str, str]:
     if not contains(repo, work_head, milestone_head):
         raise GitError(f"{ws.branch} does not contain {ws.milestone_branch}; refusing to merge")
     tree = tree_of(repo, work_head)
-    commit = _git(repo, "commit-tree", tree, "-p", milestone_head, "-p", work_head, "-m", message)
+    # Written in Python (soda.repo.writing: the object `git commit-tree` writes),
+    # by git itself when only git can be sure of the bytes.
+    commit = writing.commit_tree(repo, tree, [milestone_head, work_head], message) or _git(
+        repo, "commit-tree", tree, "-p", milestone_head, "-p", work_head, "-m", message
+    )
     _remember_tree(commit, tree)
     return commit, milestone_head
 
@@ -249,25 +373,36 @@ def land(
     """Move `branch` to `commit` only if it still points at `expected`
     (compare-and-swap); GitError, nothing moved, if it does not. `delete`: the
     workspace whose work this merge lands; its branch is deleted in the same
-    ref transaction (one git process for both; both happen or neither)."""
+    ref transaction (both happen or neither)."""
+    lines = [f"update refs/heads/{branch} {commit} {expected}"]
+    if delete is not None:
+        lines.append(f"delete refs/heads/{delete.branch}")
     try:
-        if delete is None:
-            _git(repo, "update-ref", f"refs/heads/{branch}", commit, expected)
-        else:
-            _git(
-                repo, "update-ref", "--stdin",
-                stdin=f"update refs/heads/{branch} {commit} {expected}\n"
-                f"delete refs/heads/{delete.branch}\n",
-            )  # fmt: skip
-            delete.branch_deleted = True
+        # One transaction of the long-lived `git update-ref --stdin` (git's own
+        # lock files and packed-refs handling, soda.repo.helpers).
+        helpers.transaction(repo, lines)
     except GitError:
         current = branch_head(repo, branch)
+        if current == commit:  # it did land (git ended before it could say so)
+            if delete is not None:
+                delete.branch_deleted = not _ref_exists(repo, f"refs/heads/{delete.branch}")
+            return
         if current == expected:
             raise  # refused for another reason: git's message says which
         raise GitError(
             f"{branch} moved from {expected[:10]} to {current[:10]} while the change was "
             "tested; not merged"
         ) from None
+    if delete is not None:
+        delete.branch_deleted = True
+
+
+def _ref_exists(repo: Repo, ref: str) -> bool:
+    try:
+        _git(repo, "rev-parse", "--verify", "-q", ref)
+    except GitError:
+        return False
+    return True
 
 
 def land_on_base(repo: Repo, milestone_branch: str, base_branch: str) -> str:

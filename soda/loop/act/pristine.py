@@ -22,7 +22,7 @@ from git import Repo
 from soda.agent.runtime import Toolset
 from soda.llm.base import ToolSpec
 from soda.repo import objects
-from soda.repo.workspace import Workspace, tree_of
+from soda.repo.workspace import Changes, Workspace, tree_of
 from soda.tools import read_only_tools
 from soda.tools.files import writing_tools
 from soda.tools.sandbox import Sandbox, ToolError
@@ -75,3 +75,16 @@ class Watched:
         except (ToolError, objects.Undecided, OSError, ValueError):
             return False
         return True
+
+    def changes(self) -> Changes | None:
+        """What the run changed in the tree, when that is known: nothing ran, so
+        the files written are all that changed (the file tools never delete).
+        None when something else may have changed. soda.repo.workspace's
+        `commit_all` then stages just these files instead of scanning the tree."""
+        if self.unsure:
+            return None
+        try:
+            real = [self.sandbox.resolve(path) for path in self.written]
+            return Changes(list(dict.fromkeys(self.sandbox.relative(path) for path in real)))
+        except (ToolError, OSError, ValueError):
+            return None

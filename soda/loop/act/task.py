@@ -257,12 +257,19 @@ class PlanRun:
                     AttemptStatus.GAVE_UP, answer.gave_up or "gave up", diffstat=diffstat
                 )
             result = answer.output
-            commit = ws.commit_all(f"{task.title}\n\n{result.summary}\n\nSoda-Task: {task.task_id}")
+            commit = ws.commit_all(
+                f"{task.title}\n\n{result.summary}\n\nSoda-Task: {task.task_id}",
+                changes=tools.changes() if resume is None else None,
+            )
             if ws.head() == ws.fork_point:
                 clean = resume is None and tools.clean(session.repo, ws)
                 return Attempt(
                     AttemptStatus.NO_CHANGES, "finished without changing files", result=result
                 )
+            if resume is None and tools.clean(session.repo, ws):
+                # Nothing ran there and all it wrote is committed: the gate may
+                # test the merge on this very tree (soda.repo.checkouts).
+                session.checkouts.vouch(ws)
             attempt = self._merge(ws, task, result, commit)
             # A catch-up merge that conflicted was aborted: not vouched for.
             clean = (
