@@ -15,7 +15,8 @@ from soda.config import load
 from soda.errors import GitError
 from soda.gate import tested as cached_test_run  # not a test
 from soda.repo.checkouts import Checkouts
-from soda.repo.workspace import branch_head, land, prepare_merge
+from soda.repo.refs import branch_head
+from soda.repo.workspace import land, prepare_merge
 from soda.store import open_db
 from soda.system.jail import Jail
 from tests.conftest import git

@@ -32,7 +32,8 @@ from git import Repo
 from soda.errors import GitError
 from soda.events import Events
 from soda.repo import digest, helpers, objects, writing
-from soda.repo.workspace import Changes, branch_head, land, prepare_merge, tree_of
+from soda.repo.refs import branch_head, tree_of
+from soda.repo.workspace import Changes, land, prepare_merge
 from soda.store import open_db
 from tests.conftest import git
 from tests.test_checkouts import assert_clean_at, commits, git_spy, pool, subcommands

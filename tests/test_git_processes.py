@@ -19,7 +19,8 @@ from soda.gate.rules import _own_modules_from_git, changed_files, own_modules
 from soda.loop.act.pristine import Watched
 from soda.repo import objects
 from soda.repo.checkouts import Checkouts
-from soda.repo.workspace import branch_head, land, prepare_merge
+from soda.repo.refs import branch_head
+from soda.repo.workspace import land, prepare_merge
 from soda.store import open_db
 from soda.system.jail import Jail
 from soda.tools import Sandbox, worktree_tools

@@ -13,8 +13,9 @@ import pytest
 from soda.config import Config, LoopConfig, load
 from soda.contracts import Claims, IterationPlan, LoopStatus, Orientation, PlanTask, validate
 from soda.errors import ConfigError
+from soda.loop.attempts import intent_words
 from soda.loop.decide import Budget, Control, Kind, LoopState, decide
-from soda.loop.sense import SenseInput, intent_words, project_claims, sense
+from soda.loop.sense import SenseInput, project_claims, sense
 from soda.store import open_db
 from soda.store.db import Database, dumps, now
 from tests.conftest import git, insert_run

@@ -31,7 +31,7 @@ from soda.llm.base import (
     ignore_event,
 )
 from soda.loop.sense import MAX_COMMITS, MAX_TASKS_PER_GROUP, SenseInput, sense
-from soda.repo.workspace import tree_of
+from soda.repo.refs import tree_of
 from soda.store import learnings, runs
 from soda.tools.symbols import SymbolCache
 from soda.tools.treemap import RepoMap, TreeMaps

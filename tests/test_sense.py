@@ -10,7 +10,8 @@ import pytest
 
 from soda.config import Config, LoopConfig
 from soda.contracts import Claims, HumanInput, validate
-from soda.loop.sense import MAX_COMMITS, MAX_FILES, Attempt, SenseInput, loop_status, sense
+from soda.loop.attempts import Attempt, loop_status
+from soda.loop.sense import MAX_COMMITS, MAX_FILES, SenseInput, sense
 from soda.store import open_db
 from soda.store.db import now
 from soda.trace import SqliteTracker

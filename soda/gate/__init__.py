@@ -24,7 +24,7 @@ from soda.gate.imports import cannot_import, import_advice
 from soda.gate.rules import own_modules
 from soda.gate.runner import TestReport, report_kind, run_tests
 from soda.repo.checkouts import Checkouts
-from soda.repo.workspace import branch_head, tree_of
+from soda.repo.refs import branch_head, tree_of
 from soda.store import test_results
 from soda.system.jail import Jail
 

@@ -16,7 +16,7 @@ from sqlite_utils import Database
 
 from soda.contracts import LastAct, TaskAttempt, TestFailure, TestsBrief
 from soda.gate.runner import TestReport
-from soda.repo.workspace import tree_of
+from soda.repo.refs import tree_of
 from soda.store import runs, test_results
 
 MAX_FAILING = 10

@@ -30,7 +30,7 @@ from git import Repo
 
 from soda.gate.runner import TestReport
 from soda.repo import objects
-from soda.repo.workspace import tree_of
+from soda.repo.refs import tree_of
 
 SHOWN = 5
 

@@ -53,7 +53,7 @@ from soda.loop.context import Iteration
 from soda.loop.fit import REPO_MAP, fit_inputs
 from soda.loop.rules_text import tests_and_merges
 from soda.loop.session import Session
-from soda.repo.workspace import branch_head, tree_of
+from soda.repo.refs import branch_head, tree_of
 from soda.store import learnings
 from soda.store.tasks import TaskIds
 from soda.tools import read_only_tools

@@ -28,7 +28,7 @@ from soda.events import Events
 from soda.forge import body, stored_checks
 from soda.loop.context import Iteration
 from soda.loop.session import Session
-from soda.repo.workspace import branch_head
+from soda.repo.refs import branch_head
 
 MAX_FAILING = 10
 """Failing checks shown to ORIENT at most."""

@@ -22,7 +22,7 @@ from typing import TYPE_CHECKING
 from soda.contracts.outcomes import SETTLED, UNFINISHED
 from soda.human.approval import overdue
 from soda.loop.pr import fingerprint as forge_fingerprint
-from soda.repo.workspace import branch_head
+from soda.repo.refs import branch_head
 from soda.store import budgets as rows
 from soda.store import tasks
 

@@ -58,8 +58,9 @@ import git
 from git import Repo
 
 from soda.errors import GitError
-from soda.repo import helpers, objects
-from soda.repo.workspace import Workspace, _git, branch_head, is_sha, tree_of
+from soda.repo import helpers
+from soda.repo.refs import _git, branch_head, is_sha, parents_of, point_head, tree_or_none
+from soda.repo.workspace import Workspace
 
 VIEW = "view"
 WORK = "work"
@@ -129,7 +130,7 @@ class Checkouts:
                 self._vouched[ws.path.name] = ws
 
     def _hold(self, commit: str, run: bool) -> Path:
-        tree = _tree(self.repo, commit) if is_sha(commit) else None
+        tree = tree_or_none(self.repo, commit) if is_sha(commit) else None
         with self._lock:
             name, how = self._choose_view(commit, tree)
             self._held[name] = self._held.get(name, 0) + 1
@@ -166,17 +167,21 @@ class Checkouts:
         if tree is not None:
             for name in free:
                 at = self._clean.get(name)
-                same = at is not None and _tree(self.repo, at) == tree
-                if same and _point_head(self.root / name, commit):
+                same = at is not None and tree_or_none(self.repo, at) == tree
+                if same and point_head(self.root / name, commit):
                     return name, ""
-            parents = _parents(self.repo, commit)
+            parents = parents_of(self.repo, commit)
             for name, ws in self._vouched.items():
                 # Only to the gate of the tree's own merge (the task's head is a
                 # parent of the commit), and only with the very same tree.
                 head = ws.head()
-                if name in self._held or head not in parents or _tree(self.repo, head) != tree:
+                if (
+                    name in self._held
+                    or head not in parents
+                    or tree_or_none(self.repo, head) != tree
+                ):
                     continue
-                if _point_head(ws.path, commit):
+                if point_head(ws.path, commit):
                     self._lent.add(name)
                     del self._vouched[name]
                     return name, ""
@@ -199,7 +204,7 @@ class Checkouts:
         """A worktree of its own on a new `branch` from the milestone head: a free
         checkout (made when none is free), the one needing the least work."""
         fork_point = branch_head(self.repo, milestone_branch)
-        tree = _tree(self.repo, fork_point)
+        tree = tree_or_none(self.repo, fork_point)
         with self._lock:
             name = self._choose_work(tree)
             self._busy[name] = branch
@@ -209,7 +214,11 @@ class Checkouts:
             with self._lock:
                 if self._clean.pop(name, None) == fork_point:  # just made there
                     clean_at = fork_point
-            same = clean_at is not None and tree is not None and _tree(self.repo, clean_at) == tree
+            same = (
+                clean_at is not None
+                and tree is not None
+                and tree_or_none(self.repo, clean_at) == tree
+            )
             if not (same and self._branch_here(path, branch, fork_point)):
                 # A clean checkout of any commit is a clean checkout of the fork
                 # point after a forced checkout: git rewrites every tracked file
@@ -234,7 +243,7 @@ class Checkouts:
         clean = [name for name in free if name in self._clean]
         if tree is not None:
             for name in clean:
-                if _tree(self.repo, self._clean[name]) == tree:
+                if tree_or_none(self.repo, self._clean[name]) == tree:
                     return name
         if clean or free:
             return (clean or free)[0]
@@ -248,7 +257,7 @@ class Checkouts:
             helpers.transaction(self.repo, [f"update refs/heads/{branch} {commit}"])
         except GitError:
             return False
-        return _point_head(path, f"ref: refs/heads/{branch}")
+        return point_head(path, f"ref: refs/heads/{branch}")
 
     def release(self, ws: Workspace, clean: bool = False) -> None:
         """End a task's use of its work tree: detach it, delete its branch, and
@@ -267,7 +276,7 @@ class Checkouts:
         if not lent:
             try:
                 head = ws.head()
-                if not _point_head(ws.path, head):
+                if not point_head(ws.path, head):
                     self._in(ws.path, "update-ref", "--no-deref", "HEAD", head)
             except (GitError, OSError):
                 head = None
@@ -386,42 +395,3 @@ class Checkouts:
 
 
 _ADDING = threading.Lock()
-
-
-def _tree(repo: Repo, commit: str) -> str | None:
-    """`commit`'s tree, None when it cannot be read (e.g. collected)."""
-    try:
-        return tree_of(repo, commit)
-    except GitError:
-        return None
-
-
-def _parents(repo: Repo, commit: str) -> tuple[str, ...]:
-    """`commit`'s parents from the object database, () when it cannot say."""
-    try:
-        return objects.commit_info(repo, commit).parents
-    except objects.Undecided:
-        return ()
-
-
-def _point_head(path: Path, target: str) -> bool:
-    """Point the worktree's HEAD at `target` (a commit id: detached; or
-    `ref: refs/heads/...`) by writing its HEAD file the way git does (a
-    `HEAD.lock` renamed over it), without a git process. False when the
-    worktree's files are not the plain layout this expects."""
-    try:
-        pointer = (path / ".git").read_text(encoding="utf-8")
-        if not pointer.startswith("gitdir: "):
-            return False
-        if not (is_sha(target) or target.startswith("ref: refs/heads/")) or "\n" in target:
-            return False
-        head = path / pointer[8:].strip() / "HEAD"
-        if not head.is_file():
-            return False
-        lock = head.with_name("HEAD.lock")
-        with lock.open("x", encoding="ascii") as fh:  # git's own lock: exclusive create
-            fh.write(target + "\n")
-        lock.replace(head)
-    except (OSError, UnicodeError):
-        return False
-    return True

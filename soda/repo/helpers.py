@@ -50,7 +50,7 @@ from soda.errors import GitError
 from soda.repo.git import SODA_IDENTITY
 
 NO_AUTO_GC: tuple[str, ...] = ("-c", "gc.auto=0", "-c", "maintenance.auto=false")
-"""See soda.repo.workspace.NO_AUTO_GC (the same options)."""
+"""See soda.repo.refs.NO_AUTO_GC (the same options)."""
 
 
 class _Helper:

@@ -33,7 +33,8 @@ from soda.gate.rules import GateResult, gate, infrastructure_changes
 from soda.gate.runner import TestReport, report_kind
 from soda.loop.context import Iteration
 from soda.loop.session import Session
-from soda.repo.workspace import Workspace, branch_head, land, prepare_merge
+from soda.repo.refs import branch_head
+from soda.repo.workspace import Workspace, land, prepare_merge
 
 
 @dataclass(frozen=True)

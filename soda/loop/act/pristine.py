@@ -22,7 +22,8 @@ from git import Repo
 from soda.agent.runtime import Toolset
 from soda.llm.base import ToolSpec
 from soda.repo import objects
-from soda.repo.workspace import Changes, Workspace, tree_of
+from soda.repo.refs import tree_of
+from soda.repo.workspace import Changes, Workspace
 from soda.tools import read_only_tools
 from soda.tools.files import writing_tools
 from soda.tools.sandbox import Sandbox, ToolError
