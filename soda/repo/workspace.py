@@ -93,17 +93,20 @@ class Workspace:
             else:
                 return self._commit_staged(message, changes.paths)
         self._in("add", "-A")
+        return self._git_commit(message)
+
+    def _git_commit(self, message: str) -> str | None:
+        """`git commit` of what is staged; None when nothing is. `git commit`
+        fails when nothing is staged: that is the only failure that means
+        "nothing to commit". The head is read again afterwards: an agent working
+        unconfined (sandbox.mode = "none") may have moved it."""
+        self.known_head = None
         try:
             self._in("commit", "-q", "--no-verify", "-m", message)
         except GitError:
-            # `git commit` fails when nothing is staged: that is the only failure
-            # that means "nothing to commit". The head is read again afterwards:
-            # an agent working unconfined (sandbox.mode = "none") may have moved it.
-            self.known_head = None
             if self._staged():
                 raise
             return None
-        self.known_head = None
         return self.head()
 
     def _commit_staged(self, message: str, paths: list[str]) -> str | None:
@@ -134,16 +137,7 @@ class Workspace:
                     return commit
         except (objects.Undecided, GitError, OSError, ValueError):
             pass
-        self.known_head = None
-        try:
-            self._in("commit", "-q", "--no-verify", "-m", message)
-        except GitError:
-            self.known_head = None
-            if self._staged():
-                raise
-            return None
-        self.known_head = None
-        return self.head()
+        return self._git_commit(message)
 
     def _staged(self) -> bool:
         try:
