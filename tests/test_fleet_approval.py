@@ -20,7 +20,7 @@ from typing import Any
 import pytest
 
 from soda.fleet.iteration import HeldRun, Progress, run_one
-from soda.fleet.state import HumanSignal, IterationRequest, RunSettings
+from soda.fleet.state import HumanSignal, IterationReport, IterationRequest, RunSettings
 from tests.conftest import git, wait_for
 from tests.fleet_helpers import DEMO, WorkerProcess, describe, remote_project, start_worker
 from tests.fleet_helpers import wait_status as wait_for_status
@@ -223,25 +223,7 @@ def test_a_fresh_worker_takes_up_the_waiting_plan_from_the_workflow(tmp_path: Pa
         assert waiting is not None and waiting.iteration == 1 and not waiting.expired
         ids = [task["task_id"] for task in waiting.plan["tasks"]]
         assert ids and set(ids) <= set(waiting.known_tasks)
-        approve = HumanSignal(1, "approve", {"kind": "approve", "target": 1})
-        second = run_one(
-            tmp_path / "b",
-            "b",
-            IterationRequest(
-                "run",
-                settings,
-                2,
-                True,
-                [first.summary],
-                [approve],
-                first.model_position,
-                [],
-                waiting,
-            ),
-            Progress(),
-            print,
-            second_worker,
-        )
+        second = _approved_on_a_fresh_worker(tmp_path, settings, first, second_worker)
         assert (second.summary.ending, second.summary.outcome) == ("continue", "merged")
         assert second.approval is None and second.delivered == [1]
         session = second_worker.session
@@ -284,25 +266,7 @@ def test_a_fresh_worker_merges_a_held_merge_from_the_remote(tmp_path: Path) -> N
         assert waiting.what == "merge of task 2"
         (kept,) = waiting.merges
         assert remote_ref(url, KEPT) == kept["commit"]  # pushed before the report
-        approve = HumanSignal(1, "approve", {"kind": "approve", "target": 1})
-        second = run_one(
-            tmp_path / "b",
-            "b",
-            IterationRequest(
-                "run",
-                settings,
-                2,
-                True,
-                [first.summary],
-                [approve],
-                first.model_position,
-                [],
-                waiting,
-            ),
-            Progress(),
-            print,
-            second_worker,
-        )
+        second = _approved_on_a_fresh_worker(tmp_path, settings, first, second_worker)
         assert (second.summary.ending, second.summary.outcome) == ("continue", "merged")
         assert second.approval is None and second.delivered == [1]
         assert landed(url) == ["2"]
@@ -364,3 +328,16 @@ def test_a_held_merge_outlives_its_worker_and_lands_on_another(
     with sqlite3.connect(worker_db(workers[1], run)) as db:
         calls = db.execute("SELECT count(*) FROM agent_calls WHERE agent = 'executor'")
         assert calls.fetchone()[0] == 0
+
+
+def _approved_on_a_fresh_worker(
+    tmp_path: Path, settings: RunSettings, first: IterationReport, worker: HeldRun
+) -> IterationReport:
+    """Iteration 2 on worker "b", fresh (no record of its own), with the
+    person's approval of iteration 1 and the wait `first` reported."""
+    approve = HumanSignal(1, "approve", {"kind": "approve", "target": 1})
+    request = IterationRequest(
+        "run", settings, 2, True, [first.summary], [approve], first.model_position, [],
+        first.approval,
+    )  # fmt: skip
+    return run_one(tmp_path / "b", "b", request, Progress(), print, worker)
