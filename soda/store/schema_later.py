@@ -174,11 +174,25 @@ def m010_merge_approvals(db: Database) -> None:
     )
 
 
+def m011_progress(db: Database) -> None:
+    """Whether each iteration made progress (`soda.loop.progress`): what it did that
+    counts ("merged", "a person's input", ...; "none" when nothing did, NULL for an
+    iteration cut short or recorded before this column), and the hash of the spec
+    it read, so that the next iteration can tell a person's edit of the spec."""
+    db.conn.executescript(
+        """
+        ALTER TABLE iterations ADD COLUMN progress TEXT;
+        ALTER TABLE iterations ADD COLUMN spec_sha TEXT;
+        """
+    )
+
+
 MIGRATIONS = [
     m006_milestone_digest,
     m007_bounded_reads,
     m008_forge,
     m009_approvals,
     m010_merge_approvals,
+    m011_progress,
 ]
 """In the order they apply (never reorder one that has shipped)."""
