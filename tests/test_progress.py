@@ -103,6 +103,19 @@ def test_a_false_done_on_failing_tests_ends_stuck(tmp_path: Path) -> None:
     assert "tests.test_acceptance::test_divide" in result.reason  # the refusal, quoted
     assert git(root, "rev-parse", "soda/spec") == tip  # nothing landed
 
+    again = run_loop(session_again := reopen(session), lambda line: None)
+    assert again.ending is Ending.STUCK  # a new run does not reset the count
+    assert [row[:2] for row in rows(session_again)][3:] == [(4, "STUCK")]
+    assert "no progress in 3 iterations in a row (2, 3, 4)" in again.reason
+
+
+def reopen(session: Session) -> Session:
+    """The same project and model in a new session (a person runs soda again)."""
+    session.finish_run(RunStatus.STUCK, "ended")
+    release_lock(session.config.state_dir)
+    session.db.conn.close()
+    return Session.open(session.live, model=session.model)
+
 
 def test_the_same_wrong_change_ends_stuck(tmp_path: Path) -> None:
     root = new_project(tmp_path)

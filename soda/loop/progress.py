@@ -12,7 +12,8 @@ counted) and applies the limits that hold at the end of every iteration, however
 DECIDE routed it:
 
 - `[loop] max_stalled_iterations` iterations in a row without progress end the
-  run STUCK, with a reason that names the pattern and what a person can do;
+  run STUCK, with a reason that names the pattern and what a person can do (the
+  count goes across runs: only progress resets it);
 - `[loop] max_iterations` (or `--max-iterations`): the last iteration a run may
   start ends it STUCK, so that at most N start;
 - a loop detected by SENSE ends a run whose DONE was refused (DECIDE's own check
@@ -110,10 +111,17 @@ Row = tuple[int, str | None, str | None, str | None, str | None]
 
 
 def _stalled(session: Session, current: Row, limit: int) -> list[Row]:
-    """This iteration and the run's iterations right before it that made no
-    progress, newest first (at most `limit`)."""
+    """This iteration and the iterations right before it that made no progress,
+    newest first (at most `limit`). Runs do not reset the count (a daemon's next
+    wake, a `soda run` again: only progress does); an iteration cut short (a
+    signal, a provider's failure, a spent budget: no `progress` recorded) neither
+    counts nor breaks the streak."""
     rows = [current]
-    for row in runs.progress_records(session.db, session.run_id, current[0], limit - 1):
+    for row in runs.progress_records(session.db, current[0], 3 * limit):
+        if len(rows) >= limit:
+            break
+        if row[2] is None:
+            continue
         if row[2] != NONE:
             break
         rows.append(row)

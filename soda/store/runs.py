@@ -196,15 +196,16 @@ def iteration_outcome(db: Database, iteration_id: int) -> str | None:
 
 
 def progress_records(
-    db: Database, run_id: int, before: int, window: int
+    db: Database, before: int, window: int
 ) -> list[tuple[int, str | None, str | None, str | None, str | None]]:
-    """number, outcome, progress, decision_reason and act_json of run `run_id`'s
-    last `window` iterations numbered below `before`, newest first (the run's
-    (run_id, number) index walked backwards: the cost does not grow with its age)."""
+    """number, outcome, progress, decision_reason and act_json of the last `window`
+    iterations numbered below `before`, of any run, newest first (the primary key
+    walked backwards: the cost does not grow with the history)."""
     return db.execute(
         "SELECT number, outcome, progress, decision_reason, act_json FROM iterations"
-        " WHERE run_id = ? AND number < ? ORDER BY number DESC LIMIT ?",
-        [run_id, before, window],
+        " WHERE id IN (SELECT id FROM iterations WHERE number < ? ORDER BY id DESC LIMIT ?)"
+        " ORDER BY number DESC",
+        [before, window],
     ).fetchall()
 
 
