@@ -15,7 +15,8 @@ from typing import Any
 
 from soda.cli.report import show_iteration
 from soda.config import Config, load
-from soda.contracts import PlanTask
+from soda.contracts import IterationPlan, PlanTask, load_schema, validate
+from soda.errors import Violation
 from soda.gate import confirm_done
 from soda.gate.rules import gate
 from soda.gate.runner import TestReport
@@ -78,9 +79,7 @@ ACCEPTANCE = [
 ]
 
 
-def calc_task(
-    targets: list[str] | None = None, reason: str | None = None, **extra: Any
-) -> dict[str, Any]:
+def calc_task(targets: Any = None, reason: str | None = None, **extra: Any) -> dict[str, Any]:
     """The plan's one task: subtract and divide in calc.py."""
     fields: dict[str, Any] = {
         "id": "a",
@@ -424,8 +423,18 @@ Mentions `tests/test_other.py` outside the criteria.
 
 
 def test_a_plan_without_targets_still_reads_and_says_nothing() -> None:
+    # the model is asked for both fields, as strict modes want (no default, required)
+    task_schema = load_schema("plan")["$defs"]["PlanTask"]
+    assert {"target_tests", "no_target_tests_reason"} <= set(task_schema["required"])
+    assert not any("default" in prop for prop in task_schema["properties"].values())
+    # a plan written before them (a stored plan, a fake) validates with the defaults
+    stored = validate("plan", {"intent": "i", "approach": "a", "tasks": [calc_task()]})
+    assert isinstance(stored, IterationPlan)
+    assert stored.tasks[0].target_tests == []
+    wrong = validate("plan", {"intent": "i", "approach": "a", "tasks": [calc_task("t")]})
+    assert isinstance(wrong, Violation) and wrong.path == "$.tasks[0].target_tests"
     old = PlanTask.model_validate(calc_task())
-    assert (old.target_tests, old.no_target_tests_reason) == ([], None)
+    assert (old.target_tests, old.no_target_tests_reason) == ([], "")
     assert target_input(old) == {}
     assert target_input(old.model_copy(update={"target_tests": ["t"]})) == {"target_tests": ["t"]}
 

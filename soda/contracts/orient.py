@@ -10,15 +10,17 @@ from __future__ import annotations
 
 from typing import Literal
 
-from pydantic import Field
+from pydantic import ConfigDict, Field
 
 from soda.config import Risk
-from soda.contracts.base import Confidence, Contract
+from soda.contracts.base import Confidence, Contract, asked_in_full
 
 # --- plan -------------------------------------------------------------------
 
 
 class PlanTask(Contract):
+    model_config = ConfigDict(json_schema_extra=asked_in_full)
+
     id: str
     """Key of this task inside the plan, used by depends_on (e.g. "a", "b")."""
     task_id: int | None
@@ -41,9 +43,9 @@ class PlanTask(Contract):
     adds. Name only tests this task alone makes pass; a target that fails, or is
     not found, after the change refuses its merge. Empty only with
     `no_target_tests_reason`."""
-    no_target_tests_reason: str | None = None
+    no_target_tests_reason: str = ""
     """When `target_tests` is empty: why no test can show this task done (docs,
-    a refactoring the existing tests cover); null otherwise."""
+    a refactoring the existing tests cover); "" when it names tests."""
 
 
 class IterationPlan(Contract):
