@@ -45,8 +45,8 @@ class TaskOutcome:
     merged_commit: str | None = None
     """The merge commit that landed it on the milestone; None if nothing landed."""
     failure: AttemptStatus | Literal[""] = ""
-    """For `failed`: the last attempt's status (gate_failed, conflict or rejected);
-    "" otherwise."""
+    """For `failed`: the last attempt's status (gate_failed, targets_failed,
+    conflict or rejected); "" otherwise."""
     attempts: int = 1
     retries: list[str] = field(default_factory=list)
     """Why each retry was made (a sibling's merge, or the retrier's reason)."""
