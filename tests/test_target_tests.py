@@ -160,6 +160,7 @@ def test_a_wrong_change_whose_targets_fail_is_refused_naming_them(tmp_path: Path
     assert "assert 27 == 3" in failing["tests.test_acceptance::test_divide"]
     [task] = act["tasks"]
     assert (task["failure"], task["attempts"]) == ("targets_failed", 2)
+    assert task["target_tests"] == ACCEPTANCE
     assert len(asked) == 1 and "kind: targets_failed" in asked[0]
     assert "tests.test_acceptance::test_subtract" in asked[0]
     # both attempts saw the targets; the second also the refusal
@@ -385,6 +386,9 @@ def test_targets_are_found_by_node_id_file_directory_or_name() -> None:
         "TestDivide::test_by",
     ):
         assert covers(target, name), target
+    # a report's dotted module that ends like an extension is a module, not a file
+    assert covers("pkg/rs.py", "pkg.rs::test_x") and not covers("pkg/py.py", "pkg::test_x")
+    assert covers("src/sum.test.js", "src/sum.test.js::adds")  # a runner naming paths
     for target in (
         "tests/unit/test_acc.py::TestDivide::test_by[2]",
         "tests/unit/test_ac.py",

@@ -64,8 +64,11 @@ class TargetResult:
         return {"target": self.target, "status": self.status, "tests": list(self.tests)}
 
 
-def segments(name: str) -> tuple[tuple[str, ...], str]:
-    """A test name or target as (its segments, its parameter part or "")."""
+def segments(name: str, written: bool = True) -> tuple[tuple[str, ...], str]:
+    """A test name or target as (its segments, its parameter part or ""). A
+    file's extension is dropped from what a person or planner `written` (a
+    target), and from a runner's name only where it is a path (with a slash):
+    a report's dotted module may end like an extension (`pkg.rs`)."""
     name = name.strip().strip("`").rstrip("/")
     params = ""
     if name.endswith("]") and "[" in name:
@@ -73,7 +76,8 @@ def segments(name: str) -> tuple[tuple[str, ...], str]:
         name, params = name[:at], name[at:]
     location, _, rest = name.partition("::")
     head, dot, extension = location.rpartition(".")
-    if dot and extension in EXTENSIONS and head:
+    is_path = written or "/" in location or "\\" in location
+    if dot and extension in EXTENSIONS and head and is_path:
         location = head
     parts = [p for p in re.split(r"[/\\.]", location) if p]
     parts += [p for p in rest.split("::") if p]
@@ -83,7 +87,7 @@ def segments(name: str) -> tuple[tuple[str, ...], str]:
 def covers(target: str, test: str) -> bool:
     """Whether `target` names `test` (see the module's docstring)."""
     want, want_params = segments(target)
-    have, have_params = segments(test)
+    have, have_params = segments(test, written=False)
     if not want:
         return False
     size = len(want)

@@ -72,6 +72,7 @@ class TaskOutcome:
             "attempts": self.attempts,
             "retries": self.retries,
             "diffstat": self.diffstat,
+            "target_tests": list(self.task.target_tests),
             "result": self.result.model_dump(mode="json") if self.result else None,
         }
 
