@@ -238,9 +238,11 @@ def test_single_orient_pattern_uses_one_agent(tmp_path: Path) -> None:
         },
     )
     root = project(tmp_path, [orienter])
-    # DONE is confirmed by a test run: make the spec truly met (no failing test).
+    # DONE is confirmed by a test run: make the spec truly met (no failing test,
+    # and no criterion naming a test that is gone).
     git(root, "rm", "-q", "tests/test_acceptance.py")
-    git(root, "commit", "-q", "-m", "drop the acceptance tests")
+    (root / "specs" / "SPEC.md").write_text("# Calculator\n\n## Acceptance criteria\n\n- add\n")
+    git(root, "commit", "-q", "-am", "drop the acceptance tests")
     config = root / "soda.toml"
     config.write_text(
         config.read_text().replace('orient_pattern = "split"', 'orient_pattern = "single"')

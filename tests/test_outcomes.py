@@ -34,13 +34,13 @@ from soda.trace import SqliteTracker
 # The strings as they were spelled before the enums, and as old databases hold them.
 ATTEMPTS = {
     "merged", "no_changes", "gave_up", "gate_failed", "conflict", "rejected", "cancelled",
-    "waiting",
+    "waiting", "targets_failed",
 }  # fmt: skip
 TASK_ENDS = {"completed", "gave_up", "failed", "cancelled", "skipped", "waiting"}
 ITERATION_OUTCOMES = {
     "merged", "no_changes", "gate_failed", "conflict", "rejected", "nothing_completed",
     "awaiting_approval", "done", "stuck", "done_refused", "budget", "transient", "halted",
-    "error", "interrupted", "crashed", "aborted", "plan_only",
+    "error", "interrupted", "crashed", "aborted", "plan_only", "targets_failed",
 }  # fmt: skip
 DECISIONS = {"DONE", "STUCK", "CONTINUE", "HALT"}
 RUN_STATUSES = {
@@ -81,6 +81,7 @@ def test_every_attempt_status_ends_its_task_as_before() -> None:
         "gate_failed": "failed",
         "conflict": "failed",
         "rejected": "failed",
+        "targets_failed": "failed",  # new with target tests: a failure like gate_failed
     }
     for attempt in AttemptStatus:
         assert isinstance(attempt.task_end, TaskEnd)
@@ -108,10 +109,15 @@ def test_every_task_end_has_its_event_and_its_report_count() -> None:
 def test_failures_name_the_iteration_most_telling_first() -> None:
     failing = {a for a in AttemptStatus if a.task_end is TaskEnd.FAILED}
     assert set(FAILURE_OUTCOMES) == failing
-    assert [a.value for a in FAILURE_OUTCOMES] == ["rejected", "gate_failed", "conflict"]
+    assert [a.value for a in FAILURE_OUTCOMES] == [
+        "rejected",
+        "gate_failed",
+        "targets_failed",
+        "conflict",
+    ]
     for attempt, outcome in FAILURE_OUTCOMES.items():
         assert isinstance(outcome, IterationOutcome) and outcome.value == attempt.value
-    assert RETRYABLE == {"gave_up", "gate_failed", "conflict"}
+    assert RETRYABLE == {"gave_up", "gate_failed", "targets_failed", "conflict"}
     assert RETRYABLE <= set(AttemptStatus)
 
 
@@ -123,6 +129,7 @@ def test_groupings_are_members_and_unchanged() -> None:
     assert ERROR_RUNS == (RunStatus.ERROR, RunStatus.ABORTED, RunStatus.CRASHED, "transient")
     assert LOOP_OUTCOMES == {
         "gate_failed": "tests failed",
+        "targets_failed": "tests failed",
         "done_refused": "tests failed",
         "no_changes": "no progress",
         "nothing_completed": "no progress",

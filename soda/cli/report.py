@@ -101,11 +101,15 @@ def _orient_summary(raw: str | None) -> list[str]:
     plan = o.get("iteration_plan")
     if plan:
         lines.append(f"  plan: {plan['intent']}")
-        lines += [
-            f"    {t['id']} -> task #{t['task_id']} [{t['risk']}] {t['title']}"
-            + (f" (after {', '.join(t['depends_on'])})" if t["depends_on"] else "")
-            for t in plan["tasks"]
-        ]
+        for t in plan["tasks"]:
+            lines.append(
+                f"    {t['id']} -> task #{t['task_id']} [{t['risk']}] {t['title']}"
+                + (f" (after {', '.join(t['depends_on'])})" if t["depends_on"] else "")
+            )
+            if t.get("target_tests"):
+                lines.append(f"      target tests: {', '.join(t['target_tests'])}")
+            elif t.get("no_target_tests_reason"):
+                lines.append(f"      no target tests: {t['no_target_tests_reason']}")
     if o.get("stuck_reason"):
         lines.append(f"  needs a person: {o['stuck_reason']}")
     return lines
@@ -124,7 +128,17 @@ def _act_summary(raw: str | None) -> list[str]:
         f"  task {t['key']} (#{t['task_id']}): {t['status']} {t['reason']}".rstrip()
         for t in a.get("tasks", [])
     ]
+    failing = a.get("failing") or {}
+    if failing:
+        lines.append("  held against the change:")
+        for name, text in list(failing.items())[:HELD_SHOWN]:
+            first = next((x.strip() for x in str(text).splitlines() if x.strip()), "")
+            lines.append(f"    {name}" + (f": {_clip(first, 160)}" if first else ""))
     return lines
+
+
+HELD_SHOWN = 10
+"""Tests (and target tests) the gate held against a change that `soda show` names."""
 
 
 STEP_KINDS = ("plan.", "act.task.", "executor.")

@@ -112,7 +112,8 @@ class LastAct(Contract):
     iteration: int
     intent: str | None
     outcome: str
-    """merged, no_changes, gate_failed, rejected, conflict or nothing_completed."""
+    """merged, no_changes, gate_failed, targets_failed, rejected, conflict or
+    nothing_completed."""
     detail: str
     """The gate's or ACT's reason (bounded)."""
     tests: str

@@ -10,13 +10,17 @@ from __future__ import annotations
 
 from typing import Literal
 
+from pydantic import ConfigDict, Field
+
 from soda.config import Risk
-from soda.contracts.base import Confidence, Contract
+from soda.contracts.base import Confidence, Contract, asked_in_full
 
 # --- plan -------------------------------------------------------------------
 
 
 class PlanTask(Contract):
+    model_config = ConfigDict(json_schema_extra=asked_in_full)
+
     id: str
     """Key of this task inside the plan, used by depends_on (e.g. "a", "b")."""
     task_id: int | None
@@ -33,6 +37,15 @@ class PlanTask(Contract):
     """Tools likely to help, with their arguments, e.g.
     "run_tests selector tests/test_x.py::test_y" (the executor's run_tests runs the
     project's own test command: never write a test command by hand)."""
+    target_tests: list[str] = Field(default=[])  # a copy each: pydantic copies defaults
+    """The tests that show this task done, which the merge requires to pass: pytest
+    node ids ("tests/test_x.py::test_y"), test files, or the tests the task itself
+    adds. Name only tests this task alone makes pass; a target that fails, or is
+    not found, after the change refuses its merge. Empty only with
+    `no_target_tests_reason`."""
+    no_target_tests_reason: str = ""
+    """When `target_tests` is empty: why no test can show this task done (docs,
+    a refactoring the existing tests cover); "" when it names tests."""
 
 
 class IterationPlan(Contract):

@@ -29,6 +29,10 @@ class AttemptStatus(StrEnum):
     GATE_FAILED = "gate_failed"
     """The gate held the merge commit back: a test the tip passed fails, or the
     evidence is missing (`merge_task`)."""
+    TARGETS_FAILED = "targets_failed"
+    """The gate held the merge commit back because target tests of the task fail,
+    are skipped or are not found after the change, though nothing that passed
+    before fails (`merge_task`; `PlanTask.target_tests`)."""
     CONFLICT = "conflict"
     """The work did not merge with the milestone, or the tip moved as it landed
     (`merge_task`)."""
@@ -79,6 +83,7 @@ _TASK_END: dict[AttemptStatus, TaskEnd] = {
     AttemptStatus.NO_CHANGES: TaskEnd.COMPLETED,
     AttemptStatus.GAVE_UP: TaskEnd.GAVE_UP,
     AttemptStatus.GATE_FAILED: TaskEnd.FAILED,
+    AttemptStatus.TARGETS_FAILED: TaskEnd.FAILED,
     AttemptStatus.CONFLICT: TaskEnd.FAILED,
     AttemptStatus.REJECTED: TaskEnd.FAILED,
     AttemptStatus.CANCELLED: TaskEnd.CANCELLED,
@@ -104,7 +109,12 @@ _REPORT_COUNT: dict[TaskEnd, str] = {
 }
 
 RETRYABLE: frozenset[AttemptStatus] = frozenset(
-    {AttemptStatus.GAVE_UP, AttemptStatus.GATE_FAILED, AttemptStatus.CONFLICT}
+    {
+        AttemptStatus.GAVE_UP,
+        AttemptStatus.GATE_FAILED,
+        AttemptStatus.TARGETS_FAILED,
+        AttemptStatus.CONFLICT,
+    }
 )
 """Attempts a task may try again (after a sibling's merge, or rewritten by the
 retrier); every other status is the task's last."""
@@ -121,6 +131,9 @@ class IterationOutcome(StrEnum):
     """ACT: tasks finished, none changed a file."""
     GATE_FAILED = "gate_failed"
     """ACT: nothing merged; the gate held a task's work back."""
+    TARGETS_FAILED = "targets_failed"
+    """ACT: nothing merged; a task's target tests did not pass after its change
+    (nothing else held it back)."""
     CONFLICT = "conflict"
     """ACT: nothing merged; a task's work conflicted with the milestone."""
     REJECTED = "rejected"
@@ -159,6 +172,7 @@ class IterationOutcome(StrEnum):
 FAILURE_OUTCOMES: dict[AttemptStatus, IterationOutcome] = {
     AttemptStatus.REJECTED: IterationOutcome.REJECTED,
     AttemptStatus.GATE_FAILED: IterationOutcome.GATE_FAILED,
+    AttemptStatus.TARGETS_FAILED: IterationOutcome.TARGETS_FAILED,
     AttemptStatus.CONFLICT: IterationOutcome.CONFLICT,
 }
 """The failed tasks' failures as the outcome of an iteration in which nothing
@@ -179,6 +193,7 @@ daemon wake goes on with the work even when nothing changed (`loop.wake`)."""
 
 LOOP_OUTCOMES: dict[str, str] = {
     IterationOutcome.GATE_FAILED: "tests failed",
+    IterationOutcome.TARGETS_FAILED: "tests failed",
     IterationOutcome.DONE_REFUSED: "tests failed",
     IterationOutcome.NO_CHANGES: "no progress",
     IterationOutcome.NOTHING_COMPLETED: "no progress",

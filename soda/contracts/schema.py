@@ -12,10 +12,10 @@ from __future__ import annotations
 import json
 from functools import cache
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import Any, TypeVar, get_args
 
 import jsonschema
-from pydantic import ValidationError
+from pydantic import BaseModel, ValidationError
 
 from soda.config.resources import resource_dir
 from soda.contracts.base import Contract
@@ -92,8 +92,12 @@ def validate(name: str, data: Any, model: type[T] | None = None) -> T | Violatio
 
     The JSON Schema file is checked first (it is what a model was told), then the
     pydantic model (which adds cross-field rules such as HumanInput's per-kind needs).
+    A field the model has a default for and `data` leaves out is filled in first
+    (`with_defaults`): a document written before the field existed stays valid.
     """
     schema = load_schema(name)
+    target = model or CONTRACTS[name]
+    data = with_defaults(target, data)
     validator = jsonschema.Draft202012Validator(schema)
     error = jsonschema.exceptions.best_match(validator.iter_errors(data))
     if error is not None:
@@ -104,7 +108,6 @@ def validate(name: str, data: Any, model: type[T] | None = None) -> T | Violatio
             message=error.message[:300],
             value=_clip(error.instance),
         )
-    target = model or CONTRACTS[name]
     try:
         return target.model_validate(data)  # type: ignore[return-value]
     except ValidationError as exc:
@@ -116,6 +119,34 @@ def validate(name: str, data: Any, model: type[T] | None = None) -> T | Violatio
             message=first["msg"],
             value=_clip(first.get("input")),
         )
+
+
+def with_defaults(model: type[BaseModel], data: Any) -> Any:
+    """`data` (an object for `model`) with every absent field that has a default
+    filled in with it, in nested models too (a model, a list of them, or one or
+    null); anything else as it is."""
+    if not isinstance(data, dict):
+        return data
+    filled = dict(data)
+    for name, field in model.model_fields.items():
+        if name not in filled:
+            if not field.is_required():
+                filled[name] = field.get_default(call_default_factory=True)
+            continue
+        for inner in _models_in(field.annotation):
+            value = filled[name]
+            if isinstance(value, list):
+                filled[name] = [with_defaults(inner, item) for item in value]
+            else:
+                filled[name] = with_defaults(inner, value)
+    return filled
+
+
+def _models_in(annotation: Any) -> list[type[BaseModel]]:
+    """The models an annotation holds: `M`, `list[M]`, `M | None`."""
+    if isinstance(annotation, type) and issubclass(annotation, BaseModel):
+        return [annotation]
+    return [found for arg in get_args(annotation) for found in _models_in(arg)]
 
 
 def _json_path(parts: Any) -> str:

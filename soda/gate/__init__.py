@@ -4,6 +4,8 @@
     runner.py   run the test command in the jail, read its per-test report
     rules.py    what must hold before a commit merges (gate, infrastructure_changes),
                 and the same rules as agents are told them (held_changes)
+    targets.py  target tests found in a run's per-test results: a task's (the
+                merge needs them passing) and the spec's criteria's (DONE's proof)
     imports.py  a run that could not import something: the module, the fix
     here        `tested`: results cached by tree id; the milestone tip's tests;
                 `confirm_done`; `import_failure`
@@ -23,6 +25,7 @@ from soda.events import Events
 from soda.gate.imports import cannot_import, import_advice
 from soda.gate.rules import own_modules
 from soda.gate.runner import TestReport, report_kind, run_tests
+from soda.gate.targets import listing, proof
 from soda.repo.checkouts import Checkouts
 from soda.repo.refs import branch_head, tree_of
 from soda.store import test_results
@@ -112,10 +115,18 @@ def confirm_done(
     config: Config, jail: Jail, db: Database, checkouts: Checkouts, branch: str, events: Events
 ) -> str | None:
     """Before DONE is recorded: the milestone tip's tests, on a clean checkout,
-    must pass. None when they do, else the reason DONE is refused."""
+    must pass, and so must every test the spec's acceptance criteria name (one
+    that is not found or skipped refuses too). None when they do, else the
+    reason DONE is refused. Event `done.tests` records the run's summary and,
+    with a per-test report, which tests prove each criterion (`proof`: where
+    the spec ties a criterion to tests; the iteration's report shows it)."""
     jail.ensure_available()
     report = milestone_tests(config, jail, db, checkouts, branch)
-    events.emit("done.tests", {"summary": report.summary()})
+    criteria = proof(report, _spec_text(config)) if report.detailed else []
+    events.emit(
+        "done.tests",
+        {"summary": report.summary(), "proof": [entry.to_json() for entry in criteria]},
+    )
     if report.timed_out:
         return "DONE refused: the tests time out on the milestone tip"
     if report.detailed and report.failed:
@@ -129,7 +140,23 @@ def confirm_done(
     if not report.detailed and report.returncode != 0:
         why = report.problem or f"the test command exits {report.returncode}"
         return f"DONE refused: {why} on the milestone tip"
+    unproven = list(
+        {r.target: r for entry in criteria for r in entry.tests if not r.passed}.values()
+    )
+    if unproven:
+        return (
+            "DONE refused: tests the spec's acceptance criteria name do not pass on the "
+            f"milestone tip: {listing(unproven)}"
+        )
     return None
+
+
+def _spec_text(config: Config) -> str:
+    """The spec as the person wrote it ("" when it cannot be read: no criteria)."""
+    try:
+        return config.spec_path.read_text(encoding="utf-8", errors="replace")
+    except OSError:
+        return ""
 
 
 def import_failure(report: TestReport, config: Config, jail: Jail, what: str) -> str | None:

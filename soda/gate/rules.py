@@ -8,13 +8,18 @@ both on clean checkouts in the jail (see `soda.gate.runner`). The rules, in orde
 2. the tests ran the checkout's code: no project module came from elsewhere;
 3. no test fails afterwards that did not fail at baseline: a regression and a
    new failing test are refused alike;
-4. no test that passed at baseline is missing or skipped afterwards, and the
+4. the task's target tests (`PlanTask.target_tests`) pass afterwards: one that
+   fails, is skipped or is not found refuses the merge (`GateResult.targets`
+   names them, with their output; see `soda.gate.targets`); a task without
+   target tests keeps rules 1-3 and 5;
+5. no test that passed at baseline is missing or skipped afterwards, and the
    change touches no test infrastructure (`infrastructure_changes`): these are
    not refused outright but never merged on the gate's word either; a person
    approves them (`GateResult.approval` lists what to look at).
 
-Exit-code-only runners (no report) merge only on exit code 0. `held_changes`
-words rule 4 for the agents that plan or change code, from the same tables.
+Exit-code-only runners (no report) merge only on exit code 0 (their target tests
+cannot be told apart: the whole suite passing stands in). `held_changes` words
+rule 5 for the agents that plan or change code, from the same tables.
 """
 
 from __future__ import annotations
@@ -29,6 +34,7 @@ from pathlib import PurePosixPath
 from git import Repo
 
 from soda.gate.runner import TestReport
+from soda.gate.targets import TargetResult, covers, judge, listing
 from soda.repo import objects
 from soda.repo.refs import tree_of
 
@@ -119,6 +125,14 @@ class GateResult:
     regressions: tuple[str, ...] = ()
     approval: tuple[str, ...] = ()
     """When not ok only for reasons a person may accept: what they must look at."""
+    targets: tuple[TargetResult, ...] = ()
+    """When refused because target tests of the task do not pass (and for no
+    other reason): each of them, with its output."""
+
+    @property
+    def targets_failed(self) -> bool:
+        """Refused for the task's target tests alone."""
+        return not self.ok and bool(self.targets)
 
 
 def _listing(names: set[str] | frozenset[str]) -> str:
@@ -131,10 +145,12 @@ def gate(
     after: TestReport,
     mandatory: bool = False,
     infrastructure: tuple[str, ...] = (),
+    targets: Sequence[str] = (),
 ) -> GateResult:
     """Judge `after` against `baseline`. `mandatory`: a per-test report was asked
     for, so its absence refuses. `infrastructure`: test-infrastructure files the
-    change touches (these need a person)."""
+    change touches (these need a person). `targets`: the task's target tests,
+    which must pass afterwards."""
     if after.timed_out:
         return GateResult(False, "tests timed out after the change")
     for label, report in (("at baseline", baseline), ("after the change", after)):
@@ -151,32 +167,50 @@ def gate(
             )
     if not after.detailed:
         if after.returncode == 0:
-            return _approval_or_ok(infrastructure, (), "test command passed")
+            unchecked = "; target tests not checked one by one (no per-test report)"
+            return _approval_or_ok(
+                infrastructure, (), "test command passed" + (unchecked if targets else "")
+            )
         return GateResult(
             False,
             f"test command failed with exit code {after.returncode} and gave no per-test report",
         )
+    results = judge(after, list(targets))
+    missed = tuple(result for result in results if not result.passed)
+    also = f"; target tests not passing: {listing(list(missed))}" if missed else ""
     regressions = after.failed & baseline.passed
     if regressions:
         return GateResult(
             False,
-            f"{len(regressions)} test(s) passed before and fail now: {_listing(regressions)}",
+            f"{len(regressions)} test(s) passed before and fail now: {_listing(regressions)}"
+            + also,
             tuple(sorted(regressions)),
         )
-    new_failures = after.failed - baseline.failed
+    # A failing test that is a target of the task is refused as a target below.
+    of_targets = {name for name in after.failed if any(covers(r.target, name) for r in missed)}
+    new_failures = after.failed - baseline.failed - of_targets
     if new_failures:
         return GateResult(
             False,
             f"{len(new_failures)} test(s) fail after the change that did not fail before: "
-            f"{_listing(new_failures)}",
+            f"{_listing(new_failures)}" + also,
             tuple(sorted(new_failures)),
+        )
+    if missed:
+        return GateResult(
+            False,
+            f"{len(missed)} of the task's {len(results)} target test(s) do not pass after "
+            f"the change: {listing(list(missed))}",
+            tuple(sorted(of_targets)),
+            targets=missed,
         )
     missing = baseline.passed - after.passed
     removed = (f"test passed before, missing or skipped now: {name}" for name in sorted(missing))
+    proven = f"; target tests pass: {', '.join(r.target for r in results)}" if results else ""
     return _approval_or_ok(
         infrastructure,
         tuple(removed),
-        f"no regressions ({after.summary()})",
+        f"no regressions ({after.summary()}){proven}",
         f"{len(missing)} test(s) passed before and are missing or skipped now: {_listing(missing)}"
         if missing
         else "",

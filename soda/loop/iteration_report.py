@@ -3,7 +3,9 @@
 Every iteration that got as far as DECIDE ends with a report, stored in
 `iterations.report_json` and printed by `soda show N`: how many plan tasks were
 done, failed, skipped, retried or are waiting for an answer, how many questions
-to a person are open, and ORIENT's confidence. ACT's plan is announced by
+to a person are open, and ORIENT's confidence; when DECIDE asked the tests to
+confirm DONE, which tests prove each acceptance criterion the spec ties to tests
+(`proof`, from the `done.tests` event). ACT's plan is announced by
 `plan.started` and ends in `plan.completed`, `plan.failed`, `plan.cancelled` or
 `plan.waiting` (suspended for approval) (the iteration number is the plan id;
 the counts are the report's).
@@ -20,7 +22,9 @@ from soda.contracts import IterationPlan, Orientation
 from soda.contracts.outcomes import IterationOutcome, TaskEnd
 from soda.contracts.plan_dag import batches
 from soda.errors import StructuralError
-from soda.store import questions
+from soda.gate.targets import proof_lines
+from soda.store import events as event_rows
+from soda.store import history, questions
 
 if TYPE_CHECKING:
     from sqlite_utils import Database
@@ -53,7 +57,27 @@ def build(
         "waiting": counted.count("waiting"),
         "open_questions": len(questions.open_questions(db)),
         "confidence": orientation.confidence if orientation else None,
+        **done_proof(db, number),
     }
+
+
+def done_proof(db: Database, number: int) -> dict[str, Any]:
+    """`{"proof": [...]}` when iteration `number` confirmed DONE against the tests
+    and the spec ties criteria to tests (each criterion, whether it is proven,
+    its tests and how each fared); {} otherwise."""
+    row = history.iteration(db, number)
+    if row is None:
+        return {}
+    found = event_rows.of_iteration(db, int(row["id"]), ("done.tests",))
+    if not found:
+        return {}
+    data = json.loads(found[-1][5])
+    entries = data.get("proof") if isinstance(data, dict) else None
+    if not isinstance(entries, list) or not any(
+        isinstance(e, dict) and e.get("tests") for e in entries
+    ):
+        return {}
+    return {"proof": entries}
 
 
 def line(report: dict[str, Any]) -> str:
@@ -132,7 +156,11 @@ def report_summary(raw: str | None, db: Database, number: int) -> list[str]:
         return []
     lines = ["", "REPORT"]
     if raw:
-        lines.append(f"  {line(json.loads(raw))}")
+        report = json.loads(raw)
+        lines.append(f"  {line(report)}")
+        if report.get("proof"):
+            lines.append("  acceptance criteria and the tests that prove them:")
+            lines += proof_lines(report["proof"], "    ")
     for q in asked:
         lines.append(f"  question {q.id} ({q.status}, task {q.task_key or '-'}): {q.question}")
         if q.answer:

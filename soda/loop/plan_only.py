@@ -108,7 +108,8 @@ def _decide(
 
 def render_plan(plan: IterationPlan, indent: str = "  ") -> list[str]:
     """The plan as its batches: one line per task with its risk and dependencies,
-    e.g. `batch 2: [b] Tests for divide (risk low) <- a`."""
+    e.g. `batch 2: [b] Tests for divide (risk low) <- a`, and a line under it with
+    its target tests (or why it has none)."""
     lines = [f"{indent}approach: {plan.approach}"] if plan.approach else []
     try:
         layers = batches(plan)
@@ -122,6 +123,11 @@ def render_plan(plan: IterationPlan, indent: str = "  ") -> list[str]:
             lines.append(
                 f"{indent}{head} [{task.id}]{trace} {task.title} (risk {task.risk}){after}"
             )
+            pad = indent + " " * (len(head) + 1)
+            if task.target_tests:
+                lines.append(f"{pad}targets: {', '.join(task.target_tests)}")
+            elif task.no_target_tests_reason:
+                lines.append(f"{pad}no target tests: {task.no_target_tests_reason}")
     return lines
 
 

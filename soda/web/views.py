@@ -132,6 +132,8 @@ def iteration_page(site: Site, number: int) -> dict[str, Any]:
         "steps": steps,
         "running": record["ended_at"] is None,
         "tests": _tests(site, claims, act),
+        "held": act.get("failing") or {},
+        "proof": _proof(record),
         "calls": calls,
         "conclusions": conclusions(calls),
         "total_cost": sum(float(c["cost_usd"]) for c in calls),
@@ -211,6 +213,17 @@ def _tests(site: Site, claims: dict[str, Any], act: dict[str, Any]) -> list[dict
             }
         )
     return runs
+
+
+def _proof(record: dict[str, Any]) -> list[dict[str, Any]]:
+    """DONE's confirmation: each acceptance criterion the spec ties to tests, with
+    how each of them fared (the iteration report's `proof`)."""
+    try:
+        report = json.loads(record.get("report_json") or "{}")
+    except ValueError:
+        return []
+    proof = report.get("proof") if isinstance(report, dict) else None
+    return [entry for entry in proof or [] if isinstance(entry, dict)]
 
 
 def conclusions(calls: list[dict[str, Any]]) -> list[dict[str, str]]:

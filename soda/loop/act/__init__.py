@@ -60,8 +60,9 @@ __all__ = ["ActResult", "TaskOutcome", "act"]
 @dataclass
 class ActResult:
     outcome: IterationOutcome
-    """merged (at least one task landed), no_changes, gate_failed, rejected,
-    conflict, nothing_completed, or awaiting_approval (the plan suspended)."""
+    """merged (at least one task landed), no_changes, gate_failed,
+    targets_failed, rejected, conflict, nothing_completed, or awaiting_approval
+    (the plan suspended)."""
     detail: str
     merged_commit: str | None = None
     """The last merge that landed (the milestone tip after ACT)."""

@@ -10,7 +10,8 @@ call); the test command, the changes the gate holds for a person and the
 approval threshold (`rules_text`); and the milestone's tests before the change.
 The order is stable first (spec, tests and merges, guidance, learnings, plan),
 then what is this task's own, so the prompt prefix stays cacheable across the
-tasks of an iteration.
+tasks of an iteration. The task's target tests (the tests its merge needs
+passing) are part of the task.
 
 Each task is shown with one id, its Trace task id (the id the executor's answer
 uses for comments and subtasks; the plan's own keys are ORIENT's business). The
@@ -63,6 +64,7 @@ def executor_inputs(
         "description": task.description,
         "risk": task.risk,
         "tool_hints": task.tool_hints,
+        **target_input(task),
     }
     if notes:
         task_input["notes"] = notes
@@ -77,6 +79,16 @@ def executor_inputs(
         "task_history": task_history(session, task) if history is None else history,
         "baseline": f"{baseline.summary()}\n\n{baseline.output[-BASELINE_TAIL:]}",
     }
+
+
+def target_input(task: PlanTask) -> dict[str, Any]:
+    """The task's target tests as the executor is told them: the tests its merge
+    needs passing, or why it has none (nothing for a plan that says neither)."""
+    if task.target_tests:
+        return {"target_tests": list(task.target_tests)}
+    if task.no_target_tests_reason:
+        return {"no_target_tests_reason": task.no_target_tests_reason}
+    return {}
 
 
 def task_ref(task: PlanTask) -> int | str:

@@ -45,8 +45,8 @@ class TaskOutcome:
     merged_commit: str | None = None
     """The merge commit that landed it on the milestone; None if nothing landed."""
     failure: AttemptStatus | Literal[""] = ""
-    """For `failed`: the last attempt's status (gate_failed, conflict or rejected);
-    "" otherwise."""
+    """For `failed`: the last attempt's status (gate_failed, targets_failed,
+    conflict or rejected); "" otherwise."""
     attempts: int = 1
     retries: list[str] = field(default_factory=list)
     """Why each retry was made (a sibling's merge, or the retrier's reason)."""
@@ -72,6 +72,7 @@ class TaskOutcome:
             "attempts": self.attempts,
             "retries": self.retries,
             "diffstat": self.diffstat,
+            "target_tests": list(self.task.target_tests),
             "result": self.result.model_dump(mode="json") if self.result else None,
         }
 

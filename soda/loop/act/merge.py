@@ -7,7 +7,9 @@ the merge lock), each against the milestone tip *including earlier merges*:
     commit     the merge commit object, with `Soda-Iteration`, `Soda-Run` and
                `Soda-Task` trailers (recovery reads them after a crash)
     gate       that exact commit tested on the clean view, judged against the
-               tip's own test report (the baseline, then each landed merge's)
+               tip's own test report (the baseline, then each landed merge's),
+               and the task's target tests required to pass on it (refused
+               as `targets_failed`, naming them with their output)
     land       compare-and-swap of the milestone ref (then `Session.on_landed`,
                if set: the fleet pushes the milestone before the merge counts)
 
@@ -31,6 +33,7 @@ from soda.errors import GitError
 from soda.gate import tested
 from soda.gate.rules import GateResult, gate, infrastructure_changes
 from soda.gate.runner import TestReport, report_kind
+from soda.gate.targets import FAILED, TargetResult
 from soda.loop.context import Iteration
 from soda.loop.session import Session
 from soda.repo.refs import branch_head
@@ -52,18 +55,30 @@ and the executor's summary), and their answer, or `Deferred`."""
 @dataclass
 class MergeOutcome:
     status: AttemptStatus
-    """merged, conflict, gate_failed, rejected, or waiting (held for a person)."""
+    """merged, conflict, gate_failed, targets_failed, rejected, or waiting (held
+    for a person)."""
     reason: str
     tip_moved: bool
     commit: str | None = None
     after: TestReport | None = None
+    targets: tuple[TargetResult, ...] = ()
+    """For targets_failed: the target tests that did not pass."""
 
     def failing(self, limit: int = 20) -> dict[str, str]:
-        """Tests that fail after the change, with the first lines of each failure."""
-        if self.after is None:
-            return {}
-        names = sorted(self.after.failed)[:limit]
-        return {name: self.after.failures.get(name, "") for name in names}
+        """Tests that fail after the change, with the first lines of each failure;
+        for targets_failed, the targets that did not pass first (a target not
+        found or skipped says so)."""
+        failures = self.after.failures if self.after is not None else {}
+        found: dict[str, str] = {}
+        for result in self.targets:
+            if result.status == FAILED:
+                found.update({name: failures.get(name, "") for name in result.tests})
+            else:
+                found[result.target] = result.output
+        if self.after is not None:
+            for name in sorted(self.after.failed):
+                found.setdefault(name, failures.get(name, ""))
+        return dict(list(found.items())[:limit])
 
 
 def merge_task(
@@ -101,6 +116,7 @@ def merge_task(
         after,
         mandatory=report_kind(session.config) != "exit-code",
         infrastructure=infrastructure,
+        targets=task.target_tests,
     )
     it.events.emit(
         "act.gate",
@@ -110,8 +126,17 @@ def merge_task(
             "ok": verdict.ok,
             "reason": verdict.reason,
             "approval": list(verdict.approval),
+            "targets": [result.to_json() for result in verdict.targets],
         },
     )
+    if verdict.targets_failed:  # never merged, never a person's call
+        return MergeOutcome(
+            AttemptStatus.TARGETS_FAILED,
+            verdict.reason,
+            tip_moved,
+            after=after,
+            targets=verdict.targets,
+        )
     if not verdict.ok and verdict.approval:
         answer = ask_person(verdict, ws, task, summary)
         if isinstance(answer, Deferred):

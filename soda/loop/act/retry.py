@@ -5,7 +5,8 @@ verdict, the failing tests with their first lines, the diff stat of the failed
 attempt, the executor's summary) and rewrites the task's description for one
 more attempt on a fresh worktree. A retrier that gives up in an ordinary way
 (`ModelGaveUp`) means no retry: the task fails as it stood. A contract
-violation stays structural (HALT), as for every agent.
+violation stays structural (HALT), as for every agent. A merge refused for its
+target tests is also told to the next attempt itself (`refusal_note`).
 """
 
 from __future__ import annotations
@@ -22,6 +23,8 @@ MAX_FAILURE_LINES = 12
 """Lines kept of each failing test's output."""
 MAX_FAILING = 10
 MAX_TEXT = 4000
+REFUSAL_NOTE_CHARS = 2000
+"""Characters of the failing target tests' output a retried attempt is told."""
 
 
 @dataclass
@@ -29,7 +32,7 @@ class Failure:
     """What went wrong with one attempt, as the retrier reads it."""
 
     kind: AttemptStatus
-    """One of `outcomes.RETRYABLE`: gave_up, gate_failed or conflict."""
+    """One of `outcomes.RETRYABLE`: gave_up, gate_failed, targets_failed or conflict."""
     reason: str
     failing: dict[str, str] = field(default_factory=dict)
     diffstat: str = ""
@@ -60,6 +63,19 @@ def advise(runner: AgentRunner, task: PlanTask, failure: Failure) -> RetryAdvice
     except ModelGaveUp:
         return None
     return answer.output
+
+
+def refusal_note(status: AttemptStatus, reason: str, failing: dict[str, str]) -> list[str]:
+    """What the next attempt is told of a merge refused for its target tests (as a
+    note beside the rewritten description): the gate's reason and each target's
+    output, as the retrier read them. Nothing for other failures."""
+    if status != AttemptStatus.TARGETS_FAILED:
+        return []
+    shown = "\n".join(f"- {name}: {text.strip()}" for name, text in failing.items())
+    return [
+        f"The last attempt was refused, not merged: {reason}. The target tests must pass "
+        f"on the merged tree:\n{shown[:REFUSAL_NOTE_CHARS]}"
+    ]
 
 
 def _clip(text: str) -> str:

@@ -44,7 +44,7 @@ from soda.loop.act.held import Held
 from soda.loop.act.merge import AskPerson, merge_task
 from soda.loop.act.pristine import Watched
 from soda.loop.act.records import LockedRecorder
-from soda.loop.act.retry import Failure, advise
+from soda.loop.act.retry import Failure, advise, refusal_note
 from soda.loop.asking import executor_ask_tools, take_resume
 from soda.loop.context import Iteration
 from soda.loop.session import Session
@@ -53,7 +53,12 @@ from soda.tools import worktree_tools
 from soda.tools.sandbox import Sandbox
 from soda.tools.toolbox import Suspended
 
-SETTLED_TREE = (AttemptStatus.MERGED, AttemptStatus.GATE_FAILED, AttemptStatus.REJECTED)
+SETTLED_TREE = (
+    AttemptStatus.MERGED,
+    AttemptStatus.GATE_FAILED,
+    AttemptStatus.TARGETS_FAILED,
+    AttemptStatus.REJECTED,
+)
 """Attempts whose tree ends at a commit of its own (their catch-up merge, if any,
 went through), so the pool may reuse it without a clean (see act.pristine)."""
 CANCEL_CHECK_S = 1.0
@@ -191,7 +196,7 @@ class PlanRun:
                 return self._ended(task, attempt, retries)
             smart_left -= 1
             current = current.model_copy(update={"description": advice.description})
-            notes = list(base_notes)
+            notes = [*base_notes, *refusal_note(attempt.status, attempt.reason, attempt.failing)]
             self._retried(task, "rewritten", advice.reason, len(retries) + 1, retries)
 
     def _attempt(self, task: PlanTask, notes: list[str], number: int) -> Attempt:
