@@ -39,11 +39,22 @@ ACCEPTANCE = {
     "depends_on": [],
     "risk": "low",
     "tool_hints": [],
+    "target_tests": ["tests/test_acceptance.py"],
 }
 
 
-def model(executor: Any, assessor: dict[str, Any] = NOT_MET) -> FunctionModel:
-    the_plan = plan(ACCEPTANCE, intent="Add subtract and divide")
+NOTES = {
+    **ACCEPTANCE,
+    "title": "Write another note",
+    "target_tests": [],
+    "no_target_tests_reason": "notes are not tested",
+}
+
+
+def model(
+    executor: Any, assessor: dict[str, Any] = NOT_MET, task: dict[str, Any] = ACCEPTANCE
+) -> FunctionModel:
+    the_plan = plan(task, intent="Add subtract and divide")
     return FunctionModel.by_agent(
         {
             "verifier": lambda request: submit(VERIFIED),
@@ -118,11 +129,15 @@ def reopen(session: Session) -> Session:
 
 
 def test_the_same_wrong_change_ends_stuck(tmp_path: Path) -> None:
+    """Nothing that passed breaks, but the task's target tests still fail: refused
+    every time, never landed."""
     root = new_project(tmp_path)
+    tip = git(root, "rev-parse", "main")
     result, session, _ = run(root, model(wrong_change))
-    assert result.ending is Ending.STUCK, result
-    assert len(rows(session)) <= 6
-    assert "no progress in 3 iterations in a row" in result.reason
+    assert_stalled(session, result, "targets_failed")
+    assert 'the gate refused the change on task 2 "Add subtract and divide' in (result.reason)
+    assert "tests.test_acceptance::test_divide" in result.reason
+    assert git(root, "rev-parse", "soda/spec") == tip
 
 
 def test_an_executor_that_changes_nothing_ends_stuck(tmp_path: Path) -> None:
@@ -167,7 +182,7 @@ def test_max_iterations_starts_exactly_that_many(tmp_path: Path) -> None:
         return done("a note")
 
     root = new_project(tmp_path)
-    session = open_session(root, model(new_note))
+    session = open_session(root, model(new_note, task=NOTES))
     session.max_iterations = 2
     result = run_loop(session, lambda line: None)
     assert result.ending is Ending.STUCK
