@@ -256,7 +256,8 @@ def _flush(results: _Results, pending: dict[str, str], texts: dict[str, str]) ->
 
 
 def _panic_first(text: str) -> str:
-    lines = [ln for ln in text.splitlines() if ln.strip() and not ln.startswith("stack backtrace")]
+    text = text.split("\nstack backtrace:")[0]
+    lines = [ln for ln in text.splitlines() if ln.strip()]
     start = next((i for i, ln in enumerate(lines) if "panicked at" in ln), 0)
     return "\n".join(lines[start:])
 

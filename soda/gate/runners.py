@@ -34,6 +34,17 @@ from pathlib import Path
 from soda.gate import reports
 from soda.gate.reports import Parsed
 
+EXAMPLES = {
+    "pytest": "tests/test_x.py::test_name",
+    "go": "example.com/mod/pkg/TestName",
+    "cargo": "crate/src/lib.rs::tests::name",
+    "vitest": "test/x.test.ts::describe > test",
+    "jest": "test/x.test.js::describe > test",
+    "mocha": "test/x.js::suite test",
+    "node": "test/x.test.js::describe > test",
+}
+"""A test id as each runner's report names it (the selector `selected` takes)."""
+
 KINDS = ("pytest", "go", "cargo", "vitest", "jest", "mocha", "node")
 """The runners soda reads on its own (besides `gate.junit` and the exit code)."""
 
@@ -58,7 +69,7 @@ _PATTERNS = {
     "mocha": re.compile(rf"{_WORD}mocha{_END}"),
     "node": re.compile(rf"{_WORD}node\s+(?:\S+\s+)*?--test{_END}"),
 }
-_PACKAGE_TEST = re.compile(r"^\s*(npm|yarn|pnpm)(\s+run)?\s+test\s*$")
+_PACKAGE_TEST = re.compile(r"^\s*(npm|yarn|pnpm)(\s+run)?\s+test(\s+--(\s.*)?)?\s*$")
 
 
 def kind_of(command: str, root: Path) -> str | None:
@@ -122,8 +133,16 @@ def invocation(kind: str, command: str, reports_dir: Path, root: Path) -> Invoca
         "jest": ["--json", f"--outputFile={out}"],
         "mocha": ["--reporter=json", "--reporter-option", f"output={out}"],
     }[kind]
-    joiner = " -- " if _PACKAGE_TEST.match(command) else " "
-    return Invocation(command.rstrip() + joiner + shlex.join(args), out)
+    return Invocation(_append(command, args), out)
+
+
+def _append(command: str, args: list[str]) -> str:
+    """`command` with `args` at its end; after `--` for `npm test` and its kin
+    (what follows it goes to the test script)."""
+    command = command.rstrip()
+    if _PACKAGE_TEST.match(command) and not re.search(r"\s--(\s|$)", command):
+        command += " --"
+    return f"{command} {shlex.join(args)}"
 
 
 def _major(root: Path, package: str) -> int:
@@ -198,8 +217,7 @@ def selected(kind: str | None, command: str, selector: str) -> str | None:
             return _PATTERNS["node"].sub(
                 lambda m: f"{m.group(0)} {shlex.join(args)}", command, count=1
             )
-        joiner = " -- " if _PACKAGE_TEST.match(command) else " "
-        return command.rstrip() + joiner + shlex.join(args)
+        return _append(command, args)
     return None
 
 
