@@ -43,10 +43,9 @@ from soda.config import Config, find_config, load
 from soda.config.resources import resource_dir
 from soda.errors import MaxTokensTooLarge, PromptTooLong, SodaError
 from soda.forge import doctor as forge_doctor
-from soda.gate import import_failure
+from soda.gate import import_failure, runners
 from soda.gate.imports import cannot_import, import_advice, install_hint
 from soda.gate.rules import own_modules
-from soda.gate import runners
 from soda.gate.runner import report_kind, run_tests
 from soda.llm import make_model
 from soda.llm.base import Message, ModelRequest, ToolSpec, ignore_event
