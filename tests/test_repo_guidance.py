@@ -3,8 +3,8 @@ the executor as data: quoted under its own heading, after the spec, in every
 request recorded at the model boundary; and an instruction in it to read a file
 outside the worktree gets nowhere. The scripted executor obeys it (a shell
 `cat`, then a read through `..`): the jail hides the file, the tools refuse,
-and its content is absent from every request and from everything soda stores. A guidance file that is a symlink to that file is
-skipped, not followed.
+and its content is absent from every request and from everything soda stores.
+A guidance file that is a symlink to that file is skipped, not followed.
 
 Real repository, real jail and gate (tests.hostile_helpers); the only fake is
 the model."""
