@@ -102,6 +102,10 @@ def test_a_selector_is_added_the_way_the_command_takes_it(tmp_path: Path) -> Non
     )
     assert selected_command("pytest -q nowhere", one, tmp_path) == f"pytest -q nowhere {one}"
     assert selected_command("npm test", "src/a.test.js", tmp_path) == "npm test -- src/a.test.js"
-    assert selected_command("go test ./...", "./pkg", tmp_path) == "go test ./... ./pkg"
+    # go test: a package replaces the patterns; a test id becomes -run (tests/test_runners.py).
+    assert selected_command("go test ./...", "./pkg", tmp_path) == "go test ./pkg"
+    assert selected_command("go test -json ./...", "example.com/m/TestA/sub", tmp_path) == (
+        "go test -json example.com/m -run '^TestA$/^sub$'"
+    )
     assert selected_command("pytest -q", "", tmp_path) == "pytest -q"
     assert selected_command("pytest", "a b.py", tmp_path) == "pytest 'a b.py'"

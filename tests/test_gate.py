@@ -8,8 +8,10 @@ from pathlib import Path
 import pytest
 from git import Repo
 
+from soda.gate.reports import Parsed as JUnit
+from soda.gate.reports import parse_junit as _parse_junit
 from soda.gate.rules import gate, infrastructure_changes, own_modules
-from soda.gate.runner import JUnit, TestReport, _parse_junit
+from soda.gate.runner import TestReport
 from tests.conftest import git
 
 

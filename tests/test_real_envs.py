@@ -144,8 +144,12 @@ def test_init_on_a_venv_without_pytest_says_how_to_install_it(
             "python -m pytest -q",
             "nothing found",
         ),
-        ({"go.mod": "module example.com/x\n\ngo 1.21\n"}, "go test ./...", "found go.mod"),
-        ({"Cargo.toml": '[package]\nname = "x"\n'}, "cargo test", "found Cargo.toml"),
+        ({"go.mod": "module example.com/x\n\ngo 1.21\n"}, "go test -json ./...", "found go.mod"),
+        (
+            {"Cargo.toml": '[package]\nname = "x"\n'},
+            "cargo test --no-fail-fast",
+            "found Cargo.toml",
+        ),
         ({"pyproject.toml": "[project]\nname = 'x'\n"}, "python -m pytest -q", "nothing found"),
     ],
 )
@@ -169,14 +173,16 @@ def test_init_notes_uv_and_npm_steps_before_the_command_can_run(tmp_path: Path) 
         new_repo(tmp_path / "npm", {"package.json": '{"scripts": {"test": "jest"}}'})
     ).test_command
     assert npm is not None and npm.advice == [
-        "not pytest: the gate sees only the exit code (weak) unless [gate] junit names the "
-        "JUnit XML report the runner writes (jest-junit, vitest --reporter=junit, "
-        "mocha-junit-reporter).",
         "no node_modules/ yet: run `npm install` (the jail has no network).",
     ]
+    assert npm.why == "found package.json whose test script runs jest"
     text = (tmp_path / "npm" / "soda.toml").read_text()
-    assert "# One test: npm test -- <pattern>" in text
-    assert "# not pytest: the gate sees only the exit code (weak) unless [gate] junit" in text
+    assert "# One test: npm test -- test/x.test.js -t 'describe test'" in text
+    assert "# Per-test results: soda adds jest's --json report to each run" in text
+    other = init_project(
+        new_repo(tmp_path / "other", {"package.json": '{"scripts": {"test": "tap"}}'})
+    ).test_command
+    assert other is not None and "the gate sees only the exit code (weak)" in other.advice[0]
 
 
 def test_init_keeps_a_command_the_caller_or_an_existing_file_set(tmp_path: Path) -> None:

@@ -62,6 +62,8 @@ class Agent(Generic[OutputT]):
     stable: tuple[str, ...] = ("spec",)
     """Inputs that do not change from one iteration to the next: rendered first,
     as the cacheable part of the first message."""
+    optional: tuple[str, ...] = ()
+    """Inputs that may be absent (the repository's guidance, when it has none)."""
 
 
 @overload
@@ -103,6 +105,7 @@ def _load(name: str) -> Agent[Contract]:
             system=body.strip(),
             can_give_up=bool(meta.get("can_give_up", False)),
             stable=tuple(n for n in meta.get("stable", ["spec"]) if n in meta["inputs"]),
+            optional=tuple(meta.get("optional", [])),
         )
     except (OSError, ValueError, KeyError, tomllib.TOMLDecodeError) as exc:
         raise StructuralError(f"agent definition {path} is unreadable: {exc}") from exc
@@ -156,11 +159,11 @@ def first_message(agent: Agent[Contract], inputs: dict[str, Any]) -> Message:
     """The first user message: each input under its own heading, most stable
     first (see the module's docstring), `cache_breaks` at the end of the stable
     inputs and of each lasting part."""
-    missing = [name for name in agent.inputs if name not in inputs]
+    missing = [n for n in agent.inputs if n not in inputs and n not in agent.optional]
     if missing:
         raise StructuralError(f"agent {agent.name} needs inputs {missing} that were not given")
     stable = [name for name in agent.stable if name in inputs]
-    declared = [name for name in agent.inputs if name not in stable]
+    declared = [name for name in agent.inputs if name not in stable and name in inputs]
     # Then anything situational, such as feedback on a rejected plan.
     others = [*declared, *(name for name in inputs if name not in agent.inputs)]
     text = "".join(_section(name, inputs[name]) for name in stable)

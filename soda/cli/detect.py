@@ -10,10 +10,17 @@ and picks the command that uses its environment, in this order:
     uv.lock (no venv yet)           the same, once `uv sync` made .venv: `uv run`
                                     cannot work in the jail (no network, uv's cache
                                     and Pythons live under the hidden home)
-    package.json with a test script `npm test`
-    go.mod                          `go test ./...`
-    Cargo.toml                      `cargo test`
+    package.json with a test script `npm test` (vitest, jest, mocha, node --test:
+                                    soda reads the runner's own report)
+    go.mod                          `go test -json ./...` (test2json events)
+    Cargo.toml                      `cargo test --no-fail-fast` (libtest's output;
+                                    without the flag cargo stops at the first
+                                    failing test target)
     nothing                         `python -m pytest -q` (the default)
+
+For each of these soda reads per-test results from the runner's own output
+(`soda.gate.runners`), so the gate names the tests a change breaks; the note
+written into soda.toml says which report and how one test is selected.
 
 tox.ini and noxfile.py are noted, never used: they build their environments
 from the network. Toolchain directories under the home that the command needs
@@ -29,6 +36,8 @@ import shutil
 import subprocess
 from dataclasses import dataclass, field
 from pathlib import Path
+
+from soda.gate import runners
 
 DEFAULT_COMMAND = "python -m pytest -q"
 
@@ -56,7 +65,7 @@ class Detected:
 def detect_test_command(root: Path) -> Detected:
     """The test command that uses `root`'s own environment (see the module doc)."""
     venv = next((name for name in VENV_NAMES if _is_venv(root / name)), None)
-    runners = [name for name, _ in _RUNNERS if _has_runner(root, name)]
+    markers = [name for name, _ in _RUNNERS if _has_runner(root, name)]
     if venv is not None:
         found = _python(root, venv, f"found {venv}/")
     elif (root / "uv.lock").is_file():
@@ -66,9 +75,9 @@ def detect_test_command(root: Path) -> Detected:
             "in the jail: it needs the network or uv's cache and Pythons under your home, "
             "which the jail hides.",
         )
-    elif runners:
-        found = {"package.json": _node, "go.mod": _go, "Cargo.toml": _cargo}[runners[0]](root)
-        runners = runners[1:]
+    elif markers:
+        found = {"package.json": _node, "go.mod": _go, "Cargo.toml": _cargo}[markers[0]](root)
+        markers = markers[1:]
     else:
         found = Detected(
             DEFAULT_COMMAND,
@@ -90,12 +99,16 @@ def detect_test_command(root: Path) -> Detected:
     commands = dict(_RUNNERS)
     found.advice += [
         f"{name} found too: to gate on both, chain the commands (... && {commands[name]})."
-        for name in runners
+        for name in markers
     ]
     return found
 
 
-_RUNNERS = (("package.json", "npm test"), ("go.mod", "go test ./..."), ("Cargo.toml", "cargo test"))
+_RUNNERS = (
+    ("package.json", "npm test"),
+    ("go.mod", "go test -json ./..."),
+    ("Cargo.toml", "cargo test --no-fail-fast"),
+)
 """Other runners by the file that marks them, in the order they are preferred."""
 
 
@@ -155,33 +168,55 @@ def _npm_test(root: Path) -> bool:
 
 
 _WEAK_GATE = (
-    "not pytest: the gate sees only the exit code (weak) unless [gate] junit names the "
-    "JUnit XML report the runner writes ({tools})."
+    "the test script runs none of vitest, jest, mocha or node --test, the runners whose "
+    "report soda reads: the gate sees only the exit code (weak) unless [gate] junit names "
+    "the JUnit XML report the runner writes."
 )
+
+_SELECTORS = {
+    "vitest": "npm test -- test/x.test.ts -t 'describe test'",
+    "jest": "npm test -- test/x.test.js -t 'describe test'",
+    "mocha": "npm test -- test/x.js --grep 'test'",
+    "node": "node --test --test-name-pattern='test' test/x.test.js",
+}
 
 
 def _node(root: Path) -> Detected:
-    found = Detected(
-        "npm test",
-        "found package.json with a test script",
-        [_WEAK_GATE.format(tools="jest-junit, vitest --reporter=junit, mocha-junit-reporter")],
-        notes=[
-            "One test: npm test -- <pattern> (what follows -- goes to the test runner).",
-        ],
-    )
+    script = runners.package_test_script(root) or ""
+    kind = runners.kind_of(script, root)
+    if kind in _SELECTORS:
+        assert kind is not None
+        found = Detected(
+            "npm test",
+            f"found package.json whose test script runs {kind}",
+            notes=[
+                f"Per-test results: soda adds {runners.LABELS[kind]} to each run, written "
+                "outside the checkout, and reads it.",
+                f"One test: {_SELECTORS[kind]}",
+            ],
+        )
+    else:
+        found = Detected(
+            "npm test",
+            "found package.json with a test script",
+            [_WEAK_GATE],
+            notes=["One test: npm test -- <pattern> (what follows -- goes to the test runner)."],
+        )
     if not (root / "node_modules").is_dir():
         found.advice.append("no node_modules/ yet: run `npm install` (the jail has no network).")
-    found.expose += _prefix_under_home("node")
+    # An nvm-style node: its bin and lib, not its etc/npmrc (which may hold a token).
+    found.expose += _prefix_under_home("node", ("bin", "lib"))
     return found
 
 
 def _go(root: Path) -> Detected:
     found = Detected(
-        "go test ./...",
+        "go test -json ./...",
         "found go.mod",
-        [_WEAK_GATE.format(tools="gotestsum --junitfile")],
         notes=[
-            "One test: go test ./pkg -run TestName",
+            f"Per-test results: soda reads {runners.LABELS['go']} (ids: package/TestName, "
+            "subtests package/TestName/sub).",
+            "One test: go test -json ./pkg -run '^TestName$'",
             "The jail has no network: modules come from the module cache (exposed read-only).",
         ],
     )
@@ -194,11 +229,13 @@ def _go(root: Path) -> Detected:
 
 def _cargo(root: Path) -> Detected:
     found = Detected(
-        "cargo test",
+        "cargo test --no-fail-fast",
         "found Cargo.toml",
-        [_WEAK_GATE.format(tools="cargo-nextest with a junit profile")],
         notes=[
-            "One test: cargo test <name>",
+            f"Per-test results: soda reads {runners.LABELS['cargo']}; without "
+            "--no-fail-fast cargo stops at the first failing test target. Doctests are "
+            "named without their line number.",
+            "One test: cargo test --no-fail-fast tests::name -- --exact",
             "The jail has no network: crates come from cargo's registry cache (exposed "
             "read-only); run `cargo fetch` first.",
         ],
@@ -212,13 +249,15 @@ def _cargo(root: Path) -> Detected:
     return found
 
 
-def _prefix_under_home(program: str) -> list[str]:
+def _prefix_under_home(program: str, parts: tuple[str, ...] = ()) -> list[str]:
     """The installation a program on PATH comes from (nvm's node, a Go SDK), when
-    it lives under the home: its bin directory alone is not enough."""
+    it lives under the home: its bin directory alone is not enough. With
+    `parts`, only those directories of it."""
     path = shutil.which(program)
     if path is None:
         return []
-    return _under_home([Path(os.path.realpath(path)).parent.parent])
+    prefix = Path(os.path.realpath(path)).parent.parent
+    return _under_home([prefix / part for part in parts] if parts else [prefix])
 
 
 def _under_home(paths: list[Path]) -> list[str]:

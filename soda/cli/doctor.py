@@ -43,7 +43,7 @@ from soda.config import Config, find_config, load
 from soda.config.resources import resource_dir
 from soda.errors import MaxTokensTooLarge, PromptTooLong, SodaError
 from soda.forge import doctor as forge_doctor
-from soda.gate import import_failure
+from soda.gate import import_failure, runners
 from soda.gate.imports import cannot_import, import_advice, install_hint
 from soda.gate.rules import own_modules
 from soda.gate.runner import report_kind, run_tests
@@ -161,8 +161,11 @@ def _gate(config: Config) -> str:
         return "per-test (pytest JUnit, mandatory)"
     if kind == "junit":
         return f"per-test (JUnit at {config.gate.junit})"
+    if kind in runners.LABELS:
+        return f"per-test ({runners.LABELS[kind]}, mandatory)"
     return Warn(
-        "exit code only: the test command is not pytest and gate.junit is not set, so the "
+        "exit code only: soda reads no report of this test command (pytest, go test, cargo "
+        "test, vitest, jest, mocha, node --test) and gate.junit is not set, so the "
         "gate cannot tell which tests fail and merges on exit code 0 alone (weak); set "
         "gate.junit to where your test runner writes a JUnit XML report"
     )
@@ -171,14 +174,15 @@ def _gate(config: Config) -> str:
 def _imports(config: Config) -> str:
     """Run the tests once on the base branch's tip and check where the project's
     modules came from. A separate worktree: a running soda's pool is untouched."""
-    if report_kind(config) != "pytest":
-        return Warn("not checked: the import probe is a pytest plugin and the tests are not pytest")
+    kind = report_kind(config)
+    if kind not in runners.KINDS:
+        return Warn("not checked: soda reads no per-test report of this test command")
     repo = open_repo(config.root)
     jail = Jail.for_config(config, Path(repo.git_dir))
     jail.ensure_available()
     base = config.project.base_branch
     commit = repo.commit(base).hexsha
-    own = own_modules(repo, commit)
+    own = own_modules(repo, commit) if kind == "pytest" else frozenset()
     pool = Checkouts(repo, config.state_dir / "worktrees" / f"doctor-{os.getpid()}")
     try:
         report = run_tests(config, jail, pool.view(commit), own)
@@ -221,6 +225,8 @@ def _imports(config: Config) -> str:
             f"{report.summary()} on {where}: no test passes, so the gate cannot catch a "
             f"regression; first failure: {first[0]} {first[1]}".strip()
         )
+    if kind != "pytest":
+        return f"{report.summary()} on {where}, read from {runners.LABELS[kind]}"
     if not own:
         return f"{report.summary()} on {where}; no project modules found to check"
     modules = ", ".join(sorted(own))

@@ -251,6 +251,21 @@ class ContextConfig(Section):
     few kept whole (5000-2000000). Every agent, the executor included, also
     condenses before its conversation outgrows the model's context window
     (model.context_window)."""
+    guidance: list[str] = Field(default_factory=lambda: ["AGENTS.md", "CLAUDE.md"])
+    """The repository's own guidance files (relative to the repository; missing
+    ones are skipped), shown to every agent as the repository's guidance: quoted
+    as data, never as instructions, and never widening tools or the jail."""
+    guidance_chars: int = Field(12_000, ge=0, le=200_000)
+    """Characters of guidance shown at most, all files together; the rest is cut
+    with a note (0-200000; 0 shows none)."""
+
+    @model_validator(mode="after")
+    def _guidance_inside(self) -> ContextConfig:
+        for name in self.guidance:
+            parts = name.replace("\\", "/").split("/")
+            if not name.strip() or name.startswith(("/", "~")) or ".." in parts:
+                raise ValueError(f"context.guidance: {name!r} must be a path inside the repository")
+        return self
 
 
 class DaemonConfig(Section):

@@ -12,10 +12,14 @@ available, the exit code otherwise. Where the report comes from:
   `soda.gate.imports`).
   A small plugin rides along (`-p soda_probe`) and records which files the
   tests imported, so the gate can prove the checkout's code is what ran.
+- go test, cargo test, vitest, jest, mocha, node --test (and `npm test` running
+  one of them): soda adds the runner's own report option, again at a path
+  outside the checkout (`soda.gate.runners`), and reads it
+  (`soda.gate.reports`). Mandatory too: a run without it is refused.
 - any other runner: `gate.junit` names where the command writes its report
   (relative to the repository); soda deletes it before the run and refuses a
   commit that tracks a file there.
-- neither: exit code only (`soda doctor` says that gate is weak).
+- none of these: exit code only (`soda doctor` says that gate is weak).
 
 Results are cached by tree id (`soda.store.test_results`): an unchanged
 milestone tip is never tested twice.
@@ -24,16 +28,16 @@ milestone tip is never tested twice.
 from __future__ import annotations
 
 import os
-import re
 import secrets
 import tempfile
-import xml.etree.ElementTree as ET
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
 from soda.config import Config
+from soda.gate import runners
 from soda.gate.imports import cannot_import
+from soda.gate.reports import Parsed, parse_junit
 from soda.system.jail import Jail
 
 PROBE = '''\
@@ -52,8 +56,6 @@ def pytest_sessionfinish(session, exitstatus):
                 f.write(f"{name}\\t{os.path.realpath(path)}\\n")
 '''
 
-_PYTEST = re.compile(r"(^|[\s/])(py\.test|pytest)(\s|$)")
-
 
 @dataclass(frozen=True)
 class TestReport:
@@ -66,7 +68,7 @@ class TestReport:
     passed: frozenset[str] = field(default_factory=frozenset)
     failed: frozenset[str] = field(default_factory=frozenset)
     detailed: bool = False
-    """True when per-test results were available (JUnit XML)."""
+    """True when per-test results were available (the runner's own report)."""
     output: str = ""
     skipped: frozenset[str] = field(default_factory=frozenset)
     problem: str | None = None
@@ -114,14 +116,16 @@ class TestReport:
 
 
 def is_pytest(command: str) -> bool:
-    return bool(_PYTEST.search(command))
+    return bool(runners._PATTERNS["pytest"].search(command))
 
 
 def report_kind(config: Config) -> str:
-    """'pytest', 'junit' (gate.junit) or 'exit-code' (the weak gate)."""
+    """'junit' (gate.junit), the runner soda reads on its own (one of
+    `runners.KINDS`: 'pytest', 'go', 'cargo', 'vitest', ...), or 'exit-code'
+    (the weak gate)."""
     if config.gate.junit:
         return "junit"
-    return "pytest" if is_pytest(config.project.test_command) else "exit-code"
+    return runners.kind_of(config.project.test_command, config.root) or "exit-code"
 
 
 def run_tests(
@@ -144,32 +148,34 @@ def run_tests(
     root = jail.repo_root if jail.mode != "none" else Path(os.path.realpath(checkout))
     with tempfile.TemporaryDirectory(prefix="soda-tests-") as tmp:
         reports = Path(tmp)
-        env: dict[str, str] = {}
-        nonce = None
+        command, env = config.project.test_command, {}
+        nonce, report = None, reports / "report.xml"
         if kind == "pytest":
             (reports / "soda_probe.py").write_text(PROBE, encoding="utf-8")
             # The suite name is a nonce: a report forged without reading it is refused.
             nonce = f"soda-{secrets.token_hex(8)}"
             env = {
-                "PYTEST_ADDOPTS": f"--junit-xml={reports / 'report.xml'} -p no:cacheprovider "
+                "PYTEST_ADDOPTS": f"--junit-xml={report} -p no:cacheprovider "
                 f"-p soda_probe -o junit_suite_name={nonce}",
                 "PYTHONPATH": str(reports),
                 "SODA_PROBE_OUT": str(reports / "modules.tsv"),
                 "PYTHONDONTWRITEBYTECODE": "1",
             }
-            xml_path = reports / "report.xml"
         elif kind == "junit":
             assert config.gate.junit is not None
-            xml_path = checkout / config.gate.junit
-            if xml_path.exists():  # the checkout is clean: only a tracked file is there
+            report = checkout / config.gate.junit
+            if report.exists():  # the checkout is clean: only a tracked file is there
                 return TestReport(
                     None,
                     False,
                     problem=f"gate.junit names {config.gate.junit}, a file the commit "
                     "tracks; a committed report cannot be trusted",
                 )
+        elif kind in runners.KINDS:
+            ran = runners.invocation(kind, command, reports, config.root)
+            command, env, report = ran.command, ran.env, ran.report
         result = jail.run(
-            config.project.test_command,
+            command,
             checkout,
             timeout=config.act.command_timeout,
             output_limit=config.act.output_limit,
@@ -177,113 +183,53 @@ def run_tests(
             writable=[reports],
             sealed=sealed,
         )
-        parsed = _parse_junit(xml_path, nonce) if kind != "exit-code" else None
+        parsed: Parsed | str | None = None
+        if kind in ("pytest", "junit"):
+            parsed = parse_junit(report, nonce)
+        elif kind != "exit-code":
+            parsed = runners.parse(kind, report, root)
+        output = runners.output_of(kind, report, result.output, config.act.output_limit)
         foreign = (
             _foreign_imports(reports / "modules.tsv", root, own_modules) if kind == "pytest" else ()
         )
-    if isinstance(parsed, JUnit) and kind == "pytest":
-        parsed = _consistent(parsed, result.returncode)
+    if isinstance(parsed, Parsed) and kind != "junit":
+        parsed = _consistent(parsed, result.returncode, kind)
     if parsed is None or isinstance(parsed, str):
         problem = None if parsed is None else f"no per-test report: {parsed}"
-        missing = cannot_import(result.output, root) if problem and not result.timed_out else None
+        missing = cannot_import(output, root) if problem and not result.timed_out else None
         if missing is not None:  # the usual cause: say it instead of "not written"
             problem = f"{missing.short()}, so there is no per-test report"
-        return TestReport(
-            result.returncode, result.timed_out, output=result.output, problem=problem
-        )
-    passed, failed, skipped, failures = (
-        parsed.passed,
-        parsed.failed,
-        parsed.skipped,
-        parsed.excerpts,
-    )
+        return TestReport(result.returncode, result.timed_out, output=output, problem=problem)
     unimportable = tuple(
         f"{name} (the tests cannot import it: No module named {name!r})"
         for name in sorted(parsed.missing_modules & own_modules)
     )
-    foreign = foreign + unimportable
     return TestReport(
         returncode=result.returncode,
         timed_out=result.timed_out,
-        passed=passed,
-        failed=failed,
+        passed=parsed.passed,
+        failed=parsed.failed,
         detailed=True,
-        output=result.output,
-        skipped=skipped,
-        foreign_imports=foreign,
-        failures=failures,
+        output=output,
+        skipped=parsed.skipped,
+        foreign_imports=foreign + unimportable,
+        failures=parsed.excerpts,
     )
 
 
-MAX_FAILURE_LINES = 5
-MAX_FAILURES_KEPT = 20
-
-
-@dataclass(frozen=True)
-class JUnit:
-    passed: frozenset[str]
-    failed: frozenset[str]
-    skipped: frozenset[str]
-    excerpts: dict[str, str]
-    """First lines of each failure (bounded)."""
-    missing_modules: frozenset[str]
-    """Modules a failure says could not be imported (No module named 'x')."""
-
-
-_NO_MODULE = re.compile(r"No module named '([A-Za-z0-9_]+)")
-
-
-def _parse_junit(path: Path, nonce: str | None = None) -> JUnit | str:
-    """Per-test results from a JUnit XML file, or a string saying what is wrong.
-    With `nonce`, the report must carry it as its suite name (proof that pytest
-    wrote it in this run, not code under test)."""
-    if not path.is_file():
-        return f"{path.name} was not written (the run crashed, or the report was switched off)"
-    if path.stat().st_size == 0:
-        return f"{path.name} is empty"
-    try:
-        root = ET.parse(path).getroot()
-    except ET.ParseError as exc:
-        return f"{path.name} is not valid XML ({exc})"
-    if root.tag not in ("testsuites", "testsuite"):
-        return f"{path.name} is not a JUnit report (root element <{root.tag}>)"
-    if nonce is not None:
-        names = {suite.get("name") for suite in root.iter("testsuite")}
-        if names != {nonce}:
-            return f"{path.name} was not written by this test run (its suite name is wrong)"
-    passed: set[str] = set()
-    failed: set[str] = set()
-    skipped: set[str] = set()
-    failures: dict[str, str] = {}
-    missing: set[str] = set()
-    for case in root.iter("testcase"):
-        name = f"{case.get('classname', '')}::{case.get('name', '')}"
-        outcomes = {child.tag: child for child in case}
-        bad = outcomes.get("failure", outcomes.get("error"))
-        if bad is not None:
-            failed.add(name)
-            text = f"{bad.get('message') or ''}\n{bad.text or ''}".strip()
-            missing.update(_NO_MODULE.findall(text))
-            if len(failures) < MAX_FAILURES_KEPT:
-                failures[name] = "\n".join(text.splitlines()[:MAX_FAILURE_LINES])[:500]
-        elif "skipped" in outcomes:
-            skipped.add(name)
-        else:
-            passed.add(name)
-    return JUnit(
-        frozenset(passed),
-        frozenset(failed - passed),
-        frozenset(skipped),
-        failures,
-        frozenset(missing),
-    )
-
-
-def _consistent(report: JUnit, returncode: int | None) -> JUnit | str:
-    """pytest's exit code must agree with its report: 1 (some failed) and 2
-    (collection errors, reported as errors) need a failure in the report; codes
-    other than 0, 1, 2 and 5 (nothing collected) are errors of the run. A report
-    that claims less failure than the exit code is not trusted."""
+def _consistent(report: Parsed, returncode: int | None, kind: str) -> Parsed | str:
+    """The runner's exit code must agree with its report: a run that failed
+    needs a failure in the report (a report that claims less failure than the
+    exit code is not trusted). pytest: 1 (some failed) and 2 (collection errors,
+    reported as errors) need a failure; codes other than 0, 1, 2 and 5 (nothing
+    collected) are errors of the run."""
+    if kind != "pytest":
+        if returncode not in (0, None) and not report.failed:
+            return (
+                f"the test command exited {returncode} but its report shows no failure "
+                "(it did not build, or the report cannot be trusted)"
+            )
+        return report
     if returncode in (1, 2) and not report.failed:
         return (
             f"pytest exited {returncode} but its report shows no failure; "

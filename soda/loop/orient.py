@@ -51,6 +51,7 @@ from soda.loop.asking import (
 )
 from soda.loop.context import Iteration
 from soda.loop.fit import REPO_MAP, fit_inputs
+from soda.loop.repo_guidance import guidance_inputs
 from soda.loop.rules_text import tests_and_merges
 from soda.loop.session import Session
 from soda.repo.refs import branch_head, tree_of
@@ -85,7 +86,12 @@ def orient(session: Session, it: Iteration, claims: Claims) -> Orientation:
     )
     # ask_human: ORIENT stops for the answer. Only for the agents that plan.
     planning = checking.extended(orient_ask_tools(session, it))
-    inputs = {"spec": session.spec_text(), "claims": claims, **person_answers(session.db)}
+    inputs = {
+        "spec": session.spec_text(),
+        **guidance_inputs(session.config),
+        "claims": claims,
+        **person_answers(session.db),
+    }
     known = TaskIds(session.db, session.milestone.name)  # one lookup per id a plan names
     choice = planning_mode.choose(session, it, claims)  # [loop] planning: a DAG or one task
     for_planner: Inputs = {

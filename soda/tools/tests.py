@@ -27,6 +27,7 @@ from pathlib import Path
 from typing import Any
 
 from soda.config import Config
+from soda.gate import runners
 from soda.gate.evidence import MAX_FAILING, first_lines
 from soda.gate.rules import NOT_PROJECT_MODULES
 from soda.gate.runner import TestReport, is_pytest, run_tests
@@ -45,8 +46,12 @@ NOTHING_COLLECTED = 5
 SELECTOR_RULE = (
     "how a selector is added to the test command: for pytest, the paths the command "
     "ends with (such as `tests`) are dropped and the selector is appended (a file, a "
-    "directory or a node id `path::name`); for `npm test`, `yarn test` or `pnpm test` it "
-    "is appended after `--`; for any other command it is appended as the last argument"
+    "directory or a node id `path::name`); for go test, cargo test, vitest, jest, mocha "
+    "and node --test a test id as the results name it (or a test file, or a Go package) "
+    "becomes that runner's own way to run one test (`-run`, a name filter, `-t`, "
+    "`--grep`, `--test-name-pattern`); for any other `npm test`, `yarn test` or "
+    "`pnpm test` it is appended after `--`; for any other command it is appended as the "
+    "last argument"
 )
 """What `selected_command` does, in the words agents and the README use."""
 
@@ -88,7 +93,9 @@ def worktree_test_tools(config: Config, jail: Jail, sandbox: Sandbox) -> list[To
     """The executor's `run_tests`: `[project] test_command` in the worktree at
     `sandbox.root`, in `jail`, with the time and output limits of `[act]`."""
     command = config.project.test_command
-    example = selected_command(command, "tests/test_x.py::test_name", sandbox.root)
+    kind = runners.kind_of(command, config.root)
+    sample = runners.EXAMPLES.get(kind or "pytest", "tests/test_x.py::test_name")
+    example = selected_command(command, sample, sandbox.root, kind)
     spec = ToolSpec(
         "run_tests",
         f"Run the project's test command, `{command}`, in your worktree as it is now (your "
@@ -103,8 +110,8 @@ def worktree_test_tools(config: Config, jail: Jail, sandbox: Sandbox) -> list[To
             {
                 "selector": {
                     "type": "string",
-                    "description": "A test file or test id relative to the repository root "
-                    '(e.g. "tests/test_x.py" or "tests/test_x.py::test_name"), or "" for '
+                    "description": "A test file, or a test id as the test results name it "
+                    f'(e.g. "{sample}"), relative to the repository root, or "" for '
                     "the whole suite.",
                 }
             }
@@ -113,7 +120,7 @@ def worktree_test_tools(config: Config, jail: Jail, sandbox: Sandbox) -> list[To
 
     def handler(arguments: dict[str, Any]) -> str:
         selector = _selector(str(arguments["selector"]), sandbox, jail)
-        ran = selected_command(command, selector, sandbox.root)
+        ran = selected_command(command, selector, sandbox.root, kind)
         project = config.project.model_copy(update={"test_command": ran})
         report = run_tests(
             config.model_copy(update={"project": project}),
@@ -126,15 +133,19 @@ def worktree_test_tools(config: Config, jail: Jail, sandbox: Sandbox) -> list[To
     return [Tool(spec, handler)]
 
 
-def selected_command(command: str, selector: str, root: Path) -> str:
+def selected_command(command: str, selector: str, root: Path, kind: str | None = None) -> str:
     """`command` narrowed to `selector` by SELECTOR_RULE; `root` is where the
     command runs (a trailing word of a pytest command is dropped only when it names
-    something there)."""
+    something there). `kind`: the runner (`soda.gate.runners.kind_of`), read from
+    the command and `root` when not given."""
     if not selector:
         return command
     base, quoted = command.rstrip(), shlex.quote(selector)
     if is_pytest(base):
         return f"{_without_trailing_paths(base, root)} {quoted}"
+    narrowed = runners.selected(kind or runners.kind_of(base, root), base, selector)
+    if narrowed is not None:
+        return narrowed
     if _NPM_TEST.search(base):
         return f"{base} -- {quoted}"
     return f"{base} {quoted}"

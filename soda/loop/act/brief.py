@@ -8,7 +8,9 @@ what they said since that nobody has read yet); the task's own history in Trace
 them, newest first, capped: deciding which concern the task would cost a model
 call); the test command, the changes the gate holds for a person and the
 approval threshold (`rules_text`); and the milestone's tests before the change.
-The order is stable first (spec, tests and merges, guidance, learnings, plan),
+The repository's own guidance (AGENTS.md and the like, `repo_guidance`) comes
+right after the spec, quoted as data. The order is stable first (spec, the
+repository's guidance, tests and merges, guidance, learnings, plan),
 then what is this task's own, so the prompt prefix stays cacheable across the
 tasks of an iteration. The task's target tests (the tests its merge needs
 passing) are part of the task.
@@ -30,6 +32,7 @@ from soda.contracts.outcomes import TaskStatus
 from soda.errors import InputError
 from soda.gate.runner import TestReport
 from soda.human.write import describe
+from soda.loop.repo_guidance import guidance_inputs
 from soda.loop.rules_text import tests_and_merges
 from soda.loop.session import Session
 from soda.store import human_inputs, learnings
@@ -70,6 +73,7 @@ def executor_inputs(
         task_input["notes"] = notes
     return {
         "spec": session.spec_text(),
+        **guidance_inputs(session.config),
         "tests_and_merges": tests_and_merges(session.config, "executor"),
         "guidance": guidance(session, number),
         "learnings": learnings.active(session.db, session.config.context.max_learnings)

@@ -1,0 +1,219 @@
+"""Per-test evidence from every common runner, through the real gate in the real
+jail: a small real project for each (a Go module, a JavaScript package on node's
+own test runner, one on vitest, a Rust crate with a unit test and a doctest),
+`soda init` writing its test command, and `soda.gate.tested` running it on clean
+checkouts. Each project's base is already red (one failing test), as real
+projects often are: the passing and the failing test are each named; a change
+that breaks the passing one is refused naming it; a harmless change merges.
+
+The toolchains are part of the machine (scripts/setup-tests installs Go and the
+pinned vitest); a missing one fails here rather than passing by skipping. Slow:
+the Go case (about 10 s: the jail's Go build cache starts empty, so each run
+compiles the standard packages the tests use) and the Rust case (a few seconds a
+build).
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+from git import Repo
+
+from soda.cli.init import init_project
+from soda.config import Config, load
+from soda.gate import tested as gate_tested
+from soda.gate.rules import gate
+from soda.gate.runner import TestReport, report_kind
+from soda.repo.checkouts import Checkouts
+from soda.store import open_db
+from soda.system.jail import Jail
+from tests.conftest import git
+
+VITEST = Path(__file__).resolve().parents[1] / ".vitest" / "node_modules"
+
+
+@dataclass(frozen=True)
+class Project:
+    files: dict[str, str]
+    command: str
+    passing: str
+    failing: str
+    breaking: tuple[str, str, str]
+    """(file, text, replacement): a change that makes `passing` fail."""
+    harmless: tuple[str, str, str]
+
+
+GO = Project(
+    files={
+        "go.mod": "module example.com/calc\n\ngo 1.19\n",
+        "calc.go": "package calc\n\nfunc Add(a, b int) int { return a + b }\n",
+        "calc_test.go": (
+            'package calc\n\nimport "testing"\n\n'
+            "func TestAdd(t *testing.T) {\n"
+            '\tt.Run("small", func(t *testing.T) {\n'
+            '\t\tif Add(1, 2) != 3 {\n\t\t\tt.Fatal("1+2 is not 3")\n\t\t}\n\t})\n}\n\n'
+            'func TestRed(t *testing.T) { t.Fatal("red on the base") }\n'
+        ),
+    },
+    command="go test -json ./...",
+    passing="example.com/calc/TestAdd/small",
+    failing="example.com/calc/TestRed",
+    breaking=("calc.go", "return a + b", "return a - b"),
+    harmless=("calc.go", "package calc\n", "// Package calc adds.\npackage calc\n"),
+)
+
+NODE = Project(
+    files={
+        "package.json": json.dumps({"name": "calc", "scripts": {"test": "node --test"}}),
+        "calc.js": "exports.add = (a, b) => a + b;\n",
+        "test/add.test.js": (
+            "const { describe, test } = require('node:test');\n"
+            "const assert = require('node:assert');\nconst { add } = require('../calc');\n"
+            "describe('add', () => { test('small', () => assert.strictEqual(add(1, 2), 3)); });\n"
+        ),
+        "test/red.test.js": (  # the same titles in another file: ids need the file
+            "const { describe, test } = require('node:test');\n"
+            "describe('add', () => { test('small', () => { throw new Error('red'); }); });\n"
+        ),
+    },
+    command="npm test",
+    passing="test/add.test.js::add > small",
+    failing="test/red.test.js::add > small",
+    breaking=("calc.js", "a + b", "a - b"),
+    harmless=("calc.js", "exports", "// adds\nexports"),
+)
+
+VITEST_PROJECT = Project(
+    files={
+        "package.json": json.dumps(
+            {"name": "calc", "type": "module", "scripts": {"test": "vitest run"}}
+        ),
+        ".gitignore": "node_modules\n",
+        # A TypeScript config: vite bundles it under node_modules/.vite-temp unless
+        # told otherwise, and node_modules is read-only in the jail.
+        "vitest.config.ts": (
+            "import { defineConfig } from 'vitest/config'\n"
+            "export default defineConfig({ test: { include: ['test/**/*.test.ts'] } })\n"
+        ),
+        "src/calc.ts": "export const add = (a: number, b: number): number => a + b\n",
+        "test/add.test.ts": (
+            "import { describe, expect, test } from 'vitest'\nimport { add } from '../src/calc'\n"
+            "describe('add', () => { test('small', () => { expect(add(1, 2)).toBe(3) }) })\n"
+        ),
+        "test/red.test.ts": (
+            "import { describe, expect, test } from 'vitest'\n"
+            "describe('add', () => { test('small', () => { expect(1).toBe(2) }) })\n"
+        ),
+    },
+    command="npm test",
+    passing="test/add.test.ts::add > small",
+    failing="test/red.test.ts::add > small",
+    breaking=("src/calc.ts", "a + b", "a - b"),
+    harmless=("src/calc.ts", "export", "// adds\nexport"),
+)
+
+CARGO = Project(
+    files={
+        "Cargo.toml": '[package]\nname = "calc"\nversion = "0.1.0"\nedition = "2021"\n',
+        ".gitignore": "target/\n",
+        "src/lib.rs": (
+            "/// Adds.\n///\n/// ```\n/// assert_eq!(calc::add(1, 2), 3);\n/// ```\n"
+            "pub fn add(a: i32, b: i32) -> i32 {\n    a + b\n}\n\n"
+            "#[cfg(test)]\nmod tests {\n"
+            "    #[test]\n    fn small() {\n        assert_eq!(super::add(1, 2), 3);\n    }\n"
+            '    #[test]\n    fn red() {\n        panic!("red on the base");\n    }\n}\n'
+        ),
+    },
+    command="cargo test --no-fail-fast",
+    passing="calc/src/lib.rs::tests::small",
+    failing="calc/src/lib.rs::tests::red",
+    breaking=("src/lib.rs", "    a + b\n", "    a - b\n"),
+    # Lines added above the doctest: its libtest name changes ("line 3" -> "line 5"),
+    # its id must not.
+    harmless=("src/lib.rs", "/// Adds.\n", "// A comment.\n// Another.\n/// Adds.\n"),
+)
+
+PROJECTS = {"go": GO, "node": NODE, "vitest": VITEST_PROJECT, "cargo": CARGO}
+TOOLS = {"go": "go", "node": "node", "vitest": "node", "cargo": "cargo"}
+
+
+@dataclass
+class Gated:
+    root: Path
+    config: Config
+    jail: Jail
+    checkouts: Checkouts
+    db: object
+
+    def tested(self, commit: str) -> TestReport:
+        report, cached = gate_tested(self.config, self.jail, self.db, self.checkouts, commit)  # type: ignore[arg-type]
+        assert not cached
+        return report
+
+    def commit(self, change: tuple[str, str, str], message: str) -> str:
+        path, old, new = change
+        text = (self.root / path).read_text()
+        assert old in text, (path, old)
+        (self.root / path).write_text(text.replace(old, new, 1))
+        git(self.root, "commit", "-q", "-am", message)
+        return git(self.root, "rev-parse", "HEAD")
+
+
+def _project(tmp_path: Path, name: str) -> Iterator[Gated]:
+    tool = TOOLS[name]
+    assert shutil.which(tool), f"{tool} is not on PATH: run scripts/setup-tests"
+    project = PROJECTS[name]
+    root = tmp_path / "repo"
+    root.mkdir()
+    git(root, "init", "-q", "-b", "main")
+    for path, text in project.files.items():
+        (root / path).parent.mkdir(parents=True, exist_ok=True)
+        (root / path).write_text(text)
+    if name == "vitest":
+        assert VITEST.is_dir(), "vitest is not installed: run scripts/setup-tests"
+        (root / "node_modules").symlink_to(VITEST)
+    git(root, "add", "-A")
+    git(root, "commit", "-q", "-m", "initial")
+    report = init_project(root)
+    assert report.test_command is not None and report.test_command.command == project.command
+    assert "Per-test results" in " ".join(report.test_command.notes)
+    config = load(root / "soda.toml")
+    jail = Jail.for_config(config)
+    checkouts = Checkouts(Repo(root), config.state_dir / "worktrees")
+    try:
+        yield Gated(root, config, jail, checkouts, open_db(config.db_path))
+    finally:
+        checkouts.remove_all()
+
+
+@pytest.fixture(params=sorted(PROJECTS))
+def project(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[tuple[str, Gated]]:
+    yield from ((request.param, gated) for gated in _project(tmp_path, request.param))
+
+
+def test_each_runner_names_its_tests_and_the_gate_refuses_the_one_a_change_breaks(
+    project: tuple[str, Gated],
+) -> None:
+    name, gated = project
+    spec = PROJECTS[name]
+    assert report_kind(gated.config) == name
+    base = gated.tested(git(gated.root, "rev-parse", "HEAD"))
+    assert base.detailed, (base.problem, base.output[-2000:])
+    assert spec.passing in base.passed and spec.failing in base.failed, base
+    assert base.failures[spec.failing].strip()  # the failure's own words are kept
+
+    harmless = gated.tested(gated.commit(spec.harmless, "harmless"))
+    verdict = gate(base, harmless, mandatory=True)
+    assert verdict.ok, verdict.reason
+    assert harmless.passed == base.passed  # no id changed (a doctest's line number)
+
+    broken = gated.tested(gated.commit(spec.breaking, "break the passing test"))
+    verdict = gate(harmless, broken, mandatory=True)
+    assert not verdict.ok
+    assert spec.passing in verdict.regressions  # (the doctest breaks with it)
+    assert spec.passing in verdict.reason
