@@ -225,7 +225,7 @@ def control(by: Provenance, kind: str) -> Said:
     """A control (pause, resume, stop, cancel) the face offers."""
     offered = by.face.controls
     if kind not in offered:
-        raise InputError(f"unknown control {kind!r}: use one of {', '.join(sorted(offered))}")
+        raise InputError(f"unknown control {str(kind)!r}: use one of {', '.join(sorted(offered))}")
     return _said(by, kind=kind)
 
 
