@@ -17,7 +17,8 @@ def tools(
         str, typer.Argument(help="list (the default), or install: npm-install the named CLIs.")
     ] = "list",
     names: Annotated[
-        list[str] | None, typer.Argument(help="For install: claude-code, codex (or both).")
+        list[str] | None,
+        typer.Argument(help="For install: the CLIs to install (`soda tools` lists them)."),
     ] = None,
 ) -> None:
     """The coding CLIs soda can use as executors ([executor] backend), each pinned
