@@ -15,7 +15,8 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from soda.agent.backends.pins import PINS, binary_version, installed_binary
+from soda.agent.backends.pins import binary_version, installed_binary
+from soda.agent.executors import PINS
 from soda.loop.run import run_loop
 from soda.loop.session import Session
 from tests.conftest import git
@@ -28,8 +29,8 @@ SECRET = "sk-ant-real-secret-0123456789-must-never-enter-the-jail"
 
 def require_cli(backend: str) -> Path:
     """The pinned CLI, installed; a failure naming the set-up when it is not."""
-    binary = installed_binary(backend)
     pin = PINS[backend]
+    binary = installed_binary(pin)
     assert binary.exists(), (
         f"{pin.package} {pin.version} is not installed at {binary}: run scripts/setup-tests "
         f"(it runs `.venv/bin/soda tools install claude-code codex`)"

@@ -16,13 +16,15 @@ from pathlib import Path
 import pytest
 
 from soda.agent.backends.pins import installed_binary
+from soda.agent.executors import PINS
 from soda.config import load
 from soda.system.jail import Jail
 from tests.cli_executors import SECRET, cli_project, outcome, run_once, running, scripted
 from tests.conftest import git, wait_for
 from tests.fakestream import StreamAPI
 
-BACKENDS = ["claude-code", "codex"]
+BACKENDS = sorted(PINS)
+"""Every executor that is a program (the registry's)."""
 
 
 def serve(respond: object) -> StreamAPI:
@@ -201,7 +203,7 @@ def test_no_cli_process_outlives_its_task(tmp_path: Path, backend: str) -> None:
         started = git(root, "show", "soda/spec:notes/ps.txt")
         assert "sleep 3141" in started and "sleep 3143" in started  # they were started
         wait_for(lambda: not running(tmp_path, "sleep 314"), 10, "the background sleeps to die")
-        assert not running(tmp_path, str(installed_binary(backend)))  # nor the CLI
+        assert not running(tmp_path, str(installed_binary(PINS[backend])))  # nor the CLI
         assert not running(tmp_path, "launcher.py")  # nor its launcher
         session.finish_run("done", "test")
     finally:

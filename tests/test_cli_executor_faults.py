@@ -12,6 +12,7 @@ from pathlib import Path
 import pytest
 
 from soda.agent.backends.pins import installed_binary
+from soda.agent.executors import PINS
 from tests.cli_executors import (
     cli_project,
     outcome,
@@ -39,7 +40,7 @@ def ended(session: object) -> dict[str, object]:
 
 
 def nothing_left(tmp_path: Path, backend: str) -> None:
-    binary = str(installed_binary(backend))
+    binary = str(installed_binary(PINS[backend]))
     wait_for(lambda: not running(tmp_path, binary), 10, f"{backend} to be gone")
     wait_for(lambda: not running(tmp_path, "launcher.py"), 10, "the launcher to be gone")
 

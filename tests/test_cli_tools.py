@@ -8,7 +8,8 @@ from pathlib import Path
 import pytest
 from typer.testing import CliRunner
 
-from soda.agent.backends.pins import PINS, installed_binary
+from soda.agent.backends.pins import installed_binary
+from soda.agent.executors import PINS
 from soda.cli.doctor import run_checks
 from soda.cli.main import app
 from tests.cli_executors import KEY_ENV, require_cli
@@ -31,7 +32,7 @@ def test_tools_lists_the_pinned_versions_and_where_they_are() -> None:
     result = runner.invoke(app, ["tools"])
     assert result.exit_code == 0, result.output
     for name, pin in PINS.items():
-        assert f"{name}: {pin.package} {pin.version}: {installed_binary(name)}" in result.output
+        assert f"{name}: {pin.package} {pin.version}: {installed_binary(pin)}" in result.output
 
 
 def test_tools_install_is_idempotent_and_refuses_an_unknown_tool() -> None:

@@ -1,8 +1,10 @@
 """What every command shares: the typer `app`, the consoles, `handled` (soda's
 errors as one line and an exit code: the only place that translates them, see
-`soda.errors`), the `Project` a command works on, and `queue_input` (one human
-input written to the inbox). Command modules import this; `soda.cli.main`
-imports the command modules, so registering a command is importing its module.
+`soda.errors`), the `Project` a command works on, and what the queue commands
+share: `record_of` (what the project's database says of its run) and `queue`
+(one checked input, built by `soda.human.commands`, written to the inbox).
+Command modules import this; `soda.cli.main` imports the command modules, so
+registering a command is importing its module.
 """
 
 from __future__ import annotations
@@ -10,7 +12,7 @@ from __future__ import annotations
 import functools
 from collections.abc import Callable
 from pathlib import Path
-from typing import Annotated, Any, TypeVar
+from typing import TYPE_CHECKING, Annotated, Any, TypeVar
 
 import typer
 from rich.console import Console
@@ -20,6 +22,10 @@ from soda.config import Config, find_config, load
 from soda.errors import SodaError
 from soda.llm.providers import check_provider
 from soda.store import Database, open_db
+
+if TYPE_CHECKING:
+    from soda.human.checks import DatabaseRecord
+    from soda.human.commands import Provenance, Said
 
 app = typer.Typer(
     name="soda",
@@ -113,13 +119,26 @@ def say_err(line: str) -> None:
     err.print(line, markup=False)
 
 
-def queue_input(ctx: typer.Context, note: str | None = None, **fields: Any) -> None:
-    """Write one human input (checked against its contract) to the inbox and say so."""
-    from soda.human.checks import checked_input
-    from soda.human.write import describe, write_input
+def by_cli() -> Provenance:
+    """The provenance of what a CLI command says: the local person, through the CLI."""
+    from soda.human.commands import Face, Provenance
 
-    item = checked_input(fields)
-    path = write_input(project_of(ctx).config.state_dir, item)
-    out.print(f"queued {describe(item)}  ({path.name})", markup=False)
-    if note:
-        out.print(note, markup=False)
+    return Provenance(Face.CLI)
+
+
+def record_of(ctx: typer.Context) -> DatabaseRecord:
+    """What the project's database says of its run (`soda.human.commands.RunRecord`)."""
+    from soda.human.checks import DatabaseRecord
+
+    project = project_of(ctx)
+    return DatabaseRecord(project.db, project.config)
+
+
+def queue(ctx: typer.Context, said: Said) -> None:
+    """Write one checked input to the inbox and say so (and its note, if any)."""
+    from soda.human.commands import queue as deliver
+
+    path = deliver(project_of(ctx).config.state_dir, said)
+    out.print(f"queued {said.line()}  ({path.name})", markup=False)
+    if said.note:
+        out.print(said.note, markup=False)

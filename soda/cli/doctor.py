@@ -35,9 +35,9 @@ from typing import Any
 
 import git
 
-from soda.agent.backends.run import check_executors
 from soda.agent.condense import CHARS_PER_TOKEN
 from soda.agent.definition import Agent, first_message, load_agent, terminal_tools
+from soda.agent.executors import check_executors
 from soda.agent.limits import Limits, limits_for, request_tokens
 from soda.config import Config, find_config, load
 from soda.config.resources import resource_dir

@@ -1,27 +1,44 @@
 """The person's inputs to a fleet run: `soda fleet tell|approve|reject|answer|
-pause|resume|stop`, checked as the inbox checks them and sent as signals with
-provenance `fleet`. `soda.cli.main` registers them by importing this module.
+pause|resume|stop`, built and checked by `soda.human.commands` against what the
+server's memo says of the run (`soda.fleet.client.MemoRecord`) and sent as
+signals with provenance `fleet`. `soda.cli.main` registers them by importing
+this module.
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from pathlib import Path
-from typing import Annotated, Any
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
 from soda.cli.app import handled, out
 from soda.cli.fleet import DEFAULT_ADDRESS, Address, Namespace, Run, fleet, with_client
+from soda.human import commands
+from soda.human.routing import Control
+
+if TYPE_CHECKING:
+    from soda.human.commands import Provenance, RunRecord, Said
 
 
-def send(address: str, namespace: str, run: str, **fields: Any) -> None:
-    async def go(client: Any) -> str:
-        from soda.fleet.client import send
-        from soda.human.write import describe
+def send(
+    address: str, namespace: str, run: str, build: Callable[[RunRecord, Provenance], Said]
+) -> None:
+    """Build the input against the run's memo (`build(record, provenance)`),
+    signal it, and say what was sent."""
 
-        return describe(await send(client, run, fields))
+    async def go(client: Any) -> Said:
+        from soda.fleet.client import BY, record_of, signal
 
-    out.print(f"sent {with_client(address, namespace, go)} to {run}", markup=False)
+        said = build(await record_of(client, run), BY)
+        await signal(client, run, said)
+        return said
+
+    said = with_client(address, namespace, go)
+    out.print(f"sent {said.line()} to {run}", markup=False)
+    if said.note:
+        out.print(said.note, markup=False)
 
 
 @fleet.command()
@@ -30,8 +47,9 @@ def tell(
     run: Run,
     text: Annotated[str, typer.Argument(help="What soda should know or do.")],
     kind: Annotated[
-        str, typer.Option(help="correction, spec_change or override (with --action).")
-    ] = "correction",
+        str | None,
+        typer.Option(help="correction (the default), spec_change or override (with --action)."),
+    ] = None,
     mode: Annotated[str | None, typer.Option(help="For spec_change: replace or amend.")] = None,
     action: Annotated[str | None, typer.Option(help="For override: what to do.")] = None,
     task: Annotated[int | None, typer.Option(help="For override: the task id.")] = None,
@@ -42,7 +60,10 @@ def tell(
 
     Example: soda fleet tell soda-app-spec-1a2b3c4d5e "use argparse, not click"
     """
-    send(address, namespace, run, kind=kind, text=text, mode=mode, action=action, task_id=task)
+    send(
+        address, namespace, run,
+        lambda _, by: commands.tell(by, text, kind, mode=mode, action=action, task_id=task),
+    )  # fmt: skip
 
 
 @fleet.command()
@@ -71,7 +92,7 @@ def approve(
     Example: soda fleet approve soda-app-spec-1a2b3c4d5e 3 --edit plan.json
     """
     if edit is None:
-        send(address, namespace, run, kind="approve", target=iteration)
+        send(address, namespace, run, lambda record, by: commands.approve(record, by, iteration))
         return
     from soda.errors import InputError
 
@@ -79,14 +100,7 @@ def approve(
         text = edit.read_text(encoding="utf-8")
     except (OSError, UnicodeDecodeError) as exc:
         raise InputError(f"{edit}: cannot read it ({exc}); the original plan still waits") from exc
-
-    async def go(client: Any) -> str:
-        from soda.fleet.client import send_plan_edit
-        from soda.human.write import describe
-
-        return describe(await send_plan_edit(client, run, iteration, text))
-
-    out.print(f"sent {with_client(address, namespace, go)} to {run}", markup=False)
+    send(address, namespace, run, lambda record, by: commands.edit(record, by, iteration, text))
 
 
 @fleet.command()
@@ -102,7 +116,10 @@ def reject(
 
     Example: soda fleet reject soda-app-spec-1a2b3c4d5e 3 --reason "too broad"
     """
-    send(address, namespace, run, kind="reject", target=iteration, text=reason)
+    send(
+        address, namespace, run,
+        lambda record, by: commands.reject(record, by, iteration, reason),
+    )  # fmt: skip
 
 
 @fleet.command()
@@ -118,7 +135,10 @@ def answer(
 
     Example: soda fleet answer soda-app-spec-1a2b3c4d5e 1 "yes, keep the old API"
     """
-    send(address, namespace, run, kind="answer", target=question, text=text)
+    send(
+        address, namespace, run,
+        lambda record, by: commands.answer(record, by, question, text),
+    )  # fmt: skip
 
 
 @fleet.command()
@@ -128,7 +148,7 @@ def pause(run: Run, address: Address = DEFAULT_ADDRESS, namespace: Namespace = "
 
     Example: soda fleet pause soda-app-spec-1a2b3c4d5e
     """
-    send(address, namespace, run, kind="pause")
+    send(address, namespace, run, lambda _, by: commands.control(by, Control.PAUSE))
 
 
 @fleet.command()
@@ -138,7 +158,7 @@ def resume(run: Run, address: Address = DEFAULT_ADDRESS, namespace: Namespace = 
 
     Example: soda fleet resume soda-app-spec-1a2b3c4d5e
     """
-    send(address, namespace, run, kind="resume")
+    send(address, namespace, run, lambda _, by: commands.control(by, Control.RESUME))
 
 
 @fleet.command()
@@ -148,4 +168,4 @@ def stop(run: Run, address: Address = DEFAULT_ADDRESS, namespace: Namespace = "d
 
     Example: soda fleet stop soda-app-spec-1a2b3c4d5e
     """
-    send(address, namespace, run, kind="stop")
+    send(address, namespace, run, lambda _, by: commands.control(by, Control.STOP))

@@ -12,7 +12,7 @@ from typing import Annotated
 
 import typer
 
-from soda.cli.app import Project, app, handled, project_of, queue_input, say
+from soda.cli.app import Project, app, by_cli, handled, project_of, queue, record_of, say
 
 
 def preview_plan(project: Project, say: Callable[[str], None]) -> int:
@@ -55,9 +55,6 @@ def answer(
 
     Example: soda answer 3 "use the decimal module, round half even"
     """
-    from soda.human.checks import open_question
+    from soda.human.commands import answer as answered
 
-    asked = open_question(project_of(ctx).db, question)
-    queue_input(
-        ctx, f"question {question}: {asked.question}", kind="answer", target=question, text=text
-    )
+    queue(ctx, answered(record_of(ctx), by_cli(), question, text))

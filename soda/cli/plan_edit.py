@@ -1,11 +1,11 @@
 """`soda approve N --edit`: the waiting plan, opened in the person's editor as
-JSON, read back and checked before it is queued.
+JSON, and the text the person left there.
 
-An edit is refused (InputError: one line, exit 2, nothing queued, the original
-plan still waiting) when it is not JSON, breaks the plan contract, or fails
+`soda.human.commands.edit` checks the text before it is queued: an edit is
+refused (InputError: one line, exit 2, nothing queued, the original plan still
+waiting) when it is not JSON, breaks the plan contract, or fails
 `soda.human.approval.edit_problems` (task keys, dependencies, cycles, Trace
-tasks, `[plan] max_tasks`; `soda.human.checks`, shared with the web dashboard).
-The daemon checks it again when it takes it.
+tasks, `[plan] max_tasks`). The daemon checks it again when it takes it.
 """
 
 from __future__ import annotations
@@ -17,26 +17,22 @@ import subprocess
 import tempfile
 from pathlib import Path
 
-from sqlite_utils import Database
-
-from soda.config import Config
 from soda.contracts import IterationPlan
 from soda.errors import InputError
-from soda.human.checks import KEEP, waiting_plan
-from soda.human.checks import checked_plan_edit as checked
+from soda.human.commands import KEEP
 
-__all__ = ["KEEP", "checked", "edit_plan", "waiting_plan"]
+__all__ = ["edit_text"]
 
 
-def edit_plan(plan: IterationPlan, db: Database, config: Config) -> IterationPlan:
-    """The plan as the person left it in their editor, checked."""
+def edit_text(plan: IterationPlan) -> str:
+    """The plan as the person left it in their editor (unchecked text)."""
     handle, name = tempfile.mkstemp(prefix="soda-plan-", suffix=".json")
     path = Path(name)
     try:
         with os.fdopen(handle, "w", encoding="utf-8") as out:
             out.write(json.dumps(plan.model_dump(mode="json"), indent=2, ensure_ascii=False) + "\n")
         _run_editor(path)
-        return checked(path.read_text(encoding="utf-8"), db, config)
+        return path.read_text(encoding="utf-8")
     finally:
         path.unlink(missing_ok=True)
 

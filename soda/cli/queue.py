@@ -1,6 +1,7 @@
 """The queue commands: tell, approve (also --edit), reject, pause, resume, cancel.
 
-Each writes one human input to state/inbox/ for soda to read at its next SENSE;
+Each builds one human input with `soda.human.commands` (which checks it, as for
+every face) and writes it to state/inbox/ for soda to read at its next SENSE;
 `soda.cli.main` registers them by importing this module.
 
 `approve N` and `reject N` first check the database: they refuse (exit 2) an N
@@ -16,14 +17,9 @@ from typing import Annotated
 
 import typer
 
-from soda.cli.app import Project, app, handled, project_of, queue_input
-
-
-def _check_verdict_target(project: Project, number: int, verb: str) -> str | None:
-    """`soda.human.checks.verdict_target_note` on this project's database."""
-    from soda.human.checks import verdict_target_note
-
-    return verdict_target_note(project.db, number, verb)
+from soda.cli.app import app, by_cli, handled, queue, record_of
+from soda.human import commands
+from soda.human.routing import Control
 
 
 @app.command()
@@ -32,8 +28,9 @@ def tell(
     ctx: typer.Context,
     text: Annotated[str, typer.Argument(help="What soda should know or do.")],
     kind: Annotated[
-        str, typer.Option(help="correction, spec_change or override (with --action).")
-    ] = "correction",
+        str | None,
+        typer.Option(help="correction (the default), spec_change or override (with --action)."),
+    ] = None,
     mode: Annotated[str | None, typer.Option(help="For spec_change: replace or amend.")] = None,
     action: Annotated[
         str | None,
@@ -47,7 +44,7 @@ def tell(
 
     Example: soda tell "use argparse, not click"
     """
-    queue_input(ctx, kind=kind, text=text, mode=mode, action=action, task_id=task)
+    queue(ctx, commands.tell(by_cli(), text, kind, mode=mode, action=action, task_id=task))
 
 
 @app.command()
@@ -72,21 +69,14 @@ def approve(
 
     Example: soda approve 7 --edit
     """
-    project = project_of(ctx)
-    note = _check_verdict_target(project, iteration, "approve")
+    record = record_of(ctx)
     if not edit:
-        queue_input(ctx, note, kind="approve", target=iteration)
+        queue(ctx, commands.approve(record, by_cli(), iteration))
         return
-    from soda.cli.plan_edit import edit_plan, waiting_plan
+    from soda.cli.plan_edit import edit_text
 
-    original = waiting_plan(project.db, iteration)
-    edited = edit_plan(original, project.db, project.config)
-    if edited == original:
-        queue_input(
-            ctx, "the plan is unchanged: approved as it is", kind="approve", target=iteration
-        )
-        return
-    queue_input(ctx, note, kind="plan_edit", target=iteration, plan=edited.model_dump(mode="json"))
+    text = edit_text(commands.plan_to_edit(record, iteration))
+    queue(ctx, commands.edit(record, by_cli(), iteration, text))
 
 
 @app.command()
@@ -102,8 +92,7 @@ def reject(
 
     Example: soda reject 7 --reason "do not touch the schema"
     """
-    note = _check_verdict_target(project_of(ctx), iteration, "reject")
-    queue_input(ctx, note, kind="reject", target=iteration, text=reason)
+    queue(ctx, commands.reject(record_of(ctx), by_cli(), iteration, reason))
 
 
 @app.command()
@@ -113,7 +102,7 @@ def pause(ctx: typer.Context) -> None:
 
     Example: soda pause
     """
-    queue_input(ctx, kind="pause")
+    queue(ctx, commands.control(by_cli(), Control.PAUSE))
 
 
 @app.command()
@@ -123,7 +112,7 @@ def resume(ctx: typer.Context) -> None:
 
     Example: soda resume
     """
-    queue_input(ctx, kind="resume")
+    queue(ctx, commands.control(by_cli(), Control.RESUME))
 
 
 @app.command()
@@ -133,4 +122,4 @@ def cancel(ctx: typer.Context) -> None:
 
     Example: soda cancel
     """
-    queue_input(ctx, kind="cancel")
+    queue(ctx, commands.control(by_cli(), Control.CANCEL))

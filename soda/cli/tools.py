@@ -17,7 +17,8 @@ def tools(
         str, typer.Argument(help="list (the default), or install: npm-install the named CLIs.")
     ] = "list",
     names: Annotated[
-        list[str] | None, typer.Argument(help="For install: claude-code, codex (or both).")
+        list[str] | None,
+        typer.Argument(help="For install: the CLIs to install (`soda tools` lists them)."),
     ] = None,
 ) -> None:
     """The coding CLIs soda can use as executors ([executor] backend), each pinned
@@ -31,14 +32,15 @@ def tools(
 
     Example: soda tools install claude-code codex
     """
-    from soda.agent.backends.pins import PINS, install, installed_binary, tools_dir
+    from soda.agent.backends.pins import install, installed_binary, tools_dir
+    from soda.agent.executors import PINS, pins_for
     from soda.errors import InputError
 
     if action == "install":
-        target, said = install(list(names or []))
-        for name in names or []:
-            pin = PINS[name]
-            out.print(f"{name}: {pin.package} {pin.version} -> {installed_binary(name)}")
+        pins = pins_for(list(names or []))
+        target, said = install(pins)
+        for pin in pins:
+            out.print(f"{pin.tool}: {pin.package} {pin.version} -> {installed_binary(pin)}")
         out.print(
             f"{said}: {target}" if said == "already installed" else f"installed into {target}",
             markup=False,
@@ -48,7 +50,7 @@ def tools(
         raise InputError(f"soda tools: unknown action {action!r}; use list or install NAME...")
     out.print(f"soda's tools directory: {tools_dir()}", markup=False)
     for name, pin in PINS.items():
-        binary = installed_binary(name)
+        binary = installed_binary(pin)
         where = (
             str(binary) if binary.exists() else "not installed (soda tools install " + name + ")"
         )

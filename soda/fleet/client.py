@@ -2,10 +2,11 @@
 a run's status and history, and the person's inputs as signals.
 
 Status and history are read from the workflow's memo, which the server keeps
-itself: they answer while every worker is down. Each input is checked against
-the `human_input` contract (as the inbox checks a file) before it is sent; a
-verdict must name a waiting plan's iteration or the running one, and an edited
-plan is checked against what the run's worker reported (`send_plan_edit`).
+itself: they answer while every worker is down. A person's input is built and
+checked by `soda.human.commands` as every face's is, against what the memo says
+of the run (`MemoRecord`: a verdict must name the waiting plan's iteration or
+the running one; an edited plan is checked against the Trace tasks and `[plan]
+max_tasks` the run's worker reported), then sent as a signal (`signal`).
 """
 
 from __future__ import annotations
@@ -26,15 +27,9 @@ from temporalio.service import RPCError
 
 from soda.contracts import HumanInput, IterationPlan
 from soda.errors import InputError, TransientError
-from soda.fleet.state import (
-    SHARED_QUEUE,
-    VERDICT_KINDS,
-    WORKFLOW_TYPE,
-    RunSettings,
-    RunState,
-    run_id,
-)
-from soda.human.checks import checked_input, checked_known_plan_edit
+from soda.fleet.state import SHARED_QUEUE, WORKFLOW_TYPE, RunSettings, RunState, run_id
+from soda.human.approval import known_edit_problems
+from soda.human.commands import Face, Provenance, Said, Started, Waiting
 
 T = TypeVar("T")
 
@@ -117,13 +112,19 @@ async def describe(client: Client, run: str) -> dict[str, Any]:
     return {"run": run, "status": status, "history": history, "approval": memo.get("approval")}
 
 
-async def send(client: Client, run: str, fields: dict[str, Any]) -> HumanInput:
-    """Check one input against its contract and signal it to the run."""
-    item = checked_input(fields)  # as every face checks it (the worker's inbox does again)
+BY = Provenance(Face.FLEET)
+"""What `soda fleet` says comes through the fleet (its worker records it so)."""
+
+
+async def record_of(client: Client, run: str) -> MemoRecord:
+    """What the server's memo says of `run` (InputError if there is no such run)."""
+    return MemoRecord(await describe(client, run))
+
+
+async def signal(client: Client, run: str, said: Said) -> HumanInput:
+    """Send one checked input to the run (the worker's inbox checks it again)."""
+    item = said.item
     handle: WorkflowHandle[Any, Any] = client.get_workflow_handle(run)
-    described = await describe(client, run)  # a run that does not exist is named, not signalled
-    if item.kind in VERDICT_KINDS and item.target is not None:
-        verdict_target(described, item.target, item.kind)
     document = item.model_dump(mode="json", exclude_none=True)
     try:
         await handle.signal("human", args=[item.kind, document])
@@ -133,48 +134,54 @@ async def send(client: Client, run: str, fields: dict[str, Any]) -> HumanInput:
     return item
 
 
-def verdict_target(described: dict[str, Any], number: int, kind: str) -> None:
-    """Raise InputError unless the run's iteration `number` may take a verdict:
-    its plan waits for approval, or it is the running (or next) iteration,
-    which may yet ask (as `soda approve` checks a repository's record)."""
-    waiting = described.get("approval")
-    if waiting and waiting["iteration"] == number:
-        return
-    latest = int(described["status"].get("iteration") or 0)
-    if number == latest + 1:
-        return
-    verb = "reject" if kind == "reject" else "approve"
-    shown = f"iteration {waiting['iteration']}'s plan waits" if waiting else "no plan waits"
-    raise InputError(
-        f"no iteration {number} of {described['run']} to {verb}: {shown}, and only the"
-        f" running iteration ({latest + 1}) can be answered before it asks"
-        " (see `soda fleet status`)"
-    )
+class MemoRecord:
+    """A fleet run as its memo shows it (`soda.human.commands.RunRecord`): the
+    iterations finished, the running one, the plan that waits."""
 
+    def __init__(self, described: dict[str, Any]) -> None:
+        self.described = described
+        self.run = f" of {described['run']}"
+        status = described["status"]
+        self.finished = int(status.get("iteration") or 0)
+        self.running = status.get("status") == "running"
+        """An iteration runs on a worker: it is the only one a verdict may name
+        before it asks (the workflow hands a verdict to its own iteration only)."""
 
-async def send_plan_edit(client: Client, run: str, number: int, text: str) -> HumanInput:
-    """Approve iteration `number`'s waiting plan as the person edited it (`text`,
-    its JSON), checked as `soda approve --edit` checks an edit: the plan
-    contract, then the plan checks against the Trace tasks and `[plan]
-    max_tasks` the run's worker reported. An unchanged plan is a plain approve."""
-    described = await describe(client, run)
-    waiting = described.get("approval")
-    if not waiting or waiting["iteration"] != number:
-        shown = f"iteration {waiting['iteration']}'s plan waits" if waiting else "no plan waits"
-        raise InputError(
-            f"no plan of iteration {number} of {run} waits for approval ({shown});"
-            " see `soda fleet status`"
-        )
-    if waiting.get("kind") == "merge":
-        raise InputError(
-            f"iteration {number} of {run} waits for approval of its {waiting['what']}, not of"
-            " a plan: approve or reject it (a merge has nothing to edit)"
-        )
-    plan = checked_known_plan_edit(text, set(waiting["known_tasks"]), int(waiting["max_tasks"]))
-    if plan == IterationPlan.model_validate(waiting["plan"]):
-        return await send(client, run, {"kind": "approve", "target": number})
-    fields = {"kind": "plan_edit", "target": number, "plan": plan.model_dump(mode="json")}
-    return await send(client, run, fields)
+    def look(self, number: int | None = None) -> str:
+        return "`soda fleet status`"
+
+    def waiting(self) -> Waiting | None:
+        waiting = self.described.get("approval")
+        if not waiting:
+            return None
+        plan = IterationPlan.model_validate(waiting["plan"])
+        kind = str(waiting.get("kind") or "plan")
+        return Waiting(int(waiting["iteration"]), kind, str(waiting.get("what") or kind), plan)
+
+    def latest(self) -> int:
+        return self.finished + 1 if self.running else self.finished
+
+    def takes_next(self) -> bool:
+        return not self.running
+
+    def started(self, number: int) -> Started:
+        if number > self.finished:
+            return Started(None)  # the running iteration (it would wait, had it asked)
+        for row in self.described.get("history") or []:
+            if row.get("number") == number:
+                return Started(str(row.get("outcome") or row.get("decision") or row["ending"]))
+        return Started("ended")
+
+    def running_plan(self, number: int) -> IterationPlan | None:
+        return None  # a fleet run's plan waits with no worker, as `waiting`
+
+    def edit_problems(self, plan: IterationPlan) -> list[str]:
+        waiting = self.described.get("approval") or {}
+        known = set(waiting.get("known_tasks") or [])
+        return known_edit_problems(plan, known, int(waiting.get("max_tasks") or 0))
+
+    def question(self, question_id: int) -> str | None:
+        return None  # the memo keeps no questions: the worker checks the answer
 
 
 async def _phase(client: Client, description: WorkflowExecutionDescription) -> str | None:

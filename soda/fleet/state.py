@@ -17,6 +17,7 @@ import re
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
+from soda.human.routing import VERDICT_KINDS as VERDICT_KINDS
 from soda.system.clock import moment
 
 WORKFLOW_TYPE = "SodaRun"
@@ -25,8 +26,6 @@ SHARED_QUEUE = "soda"
 PROVENANCE = "fleet"
 """Where the inputs sent through `soda fleet` come from (soda.human.write's
 `SOURCES`): each record's `source` says it."""
-VERDICT_KINDS = frozenset({"approve", "reject", "plan_edit"})
-"""Inputs that answer a plan waiting for approval (when they name its iteration)."""
 MAX_HISTORY = 500
 """Finished iterations a run keeps in its state (the oldest drop off)."""
 MEMO_HISTORY = 100

@@ -41,9 +41,8 @@ with workflow.unsafe.imports_passed_through():
         history_rows,
         status_of,
     )
+    from soda.human.routing import Control
 
-CONTROL_KINDS = frozenset({"pause", "resume", "stop"})
-"""Inputs the workflow applies itself; every other kind goes to the worker."""
 PLACE_RETRY = RetryPolicy(
     initial_interval=timedelta(milliseconds=200),
     backoff_coefficient=1.5,
@@ -259,11 +258,11 @@ class SodaRun:
         state = self.state
         if state is None:
             return
-        if kind == "pause":
+        if kind == Control.PAUSE:  # the controls a host applies (routing.HOST_CONTROLS)
             state.paused = True
-        elif kind == "resume":
+        elif kind == Control.RESUME:
             state.paused, state.waiting_for = False, None
-        elif kind == "stop":
+        elif kind == Control.STOP:
             state.stopping = True
         else:
             state.pending = [*state.pending, HumanSignal(state.next_seq, kind, document)]

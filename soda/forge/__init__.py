@@ -2,6 +2,7 @@
 gate, and review comments from people with write access as corrections.
 
     port.py     the `Forge` protocol and its data (pull request, check, comment)
+    kinds.py    the forges by `[forge] kind`: the one registry `connect` reads
     github.py   GitHub's REST API (GraphQL for "ready for review"), over http.py
                 (one request: retries, ETags, what each status means)
     push.py     the milestone branch pushed with the token for that one command
@@ -25,8 +26,7 @@ from sqlite_utils import Database
 
 from soda.config import Config
 from soda.errors import ConfigError, UserError
-from soda.forge.github import GitHubForge, graphql_url
-from soda.forge.http import RestClient
+from soda.forge.kinds import forge_for
 from soda.forge.pulls import Poll, PullRequests, stored_checks
 from soda.forge.push import remote_url, repository_from_url
 from soda.system.clock import SYSTEM_CLOCK, Clock
@@ -62,19 +62,9 @@ def connect(
             )
     elif repository.count("/") != 1 or not all(repository.split("/")):
         raise ConfigError(f"soda.toml: forge.repository: {repository!r} is not owner/name")
-    client = RestClient(
-        forge.api_url,
-        token,
-        forge.token_env,
-        db,
-        clock,
-        timeout=forge.timeout,
-        max_retries=forge.max_retries,
-        max_retry_wait=forge.max_retry_wait,
-    )
-    github = GitHubForge(client, repository, forge.graphql_url or graphql_url(forge.api_url))
+    built = forge_for(forge.kind).build(forge, token, repository, db, clock)
     return PullRequests(
-        github,
+        built,
         forge,
         repository,
         db,

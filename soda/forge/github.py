@@ -12,15 +12,25 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import Any
 
+from sqlite_utils import Database
+
+from soda.config import ForgeConfig
 from soda.errors import CredentialsError, UserError
 from soda.forge.http import ForgeRefused, RestClient
 from soda.forge.port import Check, Comment, CommentKind, PullRequest
+from soda.store import forge as rows
+from soda.system.clock import Clock
 
 PER_PAGE = 100
 MAX_PAGES = 10
 """Pages of one list read at most (1000 comments of a kind on one pull request)."""
 MAX_EXCERPT_CHARS = 1500
 """Characters of a check's output kept for ORIENT."""
+
+HEADERS = {"Accept": "application/vnd.github+json", "X-GitHub-Api-Version": "2022-11-28"}
+"""What every request to GitHub's REST API carries."""
+WRITER_ASSOCIATIONS = frozenset({"OWNER", "MEMBER", "COLLABORATOR"})
+"""`author_association` values of people with write access to the repository."""
 
 READY_MUTATION = (
     "mutation($id: ID!) { markPullRequestReadyForReview(input: {pullRequestId: $id})"
@@ -35,6 +45,18 @@ def graphql_url(api_url: str) -> str:
     if base.endswith("/api/v3"):
         return base[: -len("/v3")] + "/graphql"
     return base + "/graphql"
+
+
+def connect_github(
+    forge: ForgeConfig, token: str, repository: str, db: Database, clock: Clock
+) -> GitHubForge:
+    """`[forge] kind = "github"`: REST at `api_url` with GitHub's headers, GraphQL
+    at `graphql_url` (derived from `api_url` when unset)."""
+    client = RestClient(
+        forge.api_url, token, forge.token_env, db, clock, timeout=forge.timeout,
+        max_retries=forge.max_retries, max_retry_wait=forge.max_retry_wait, headers=HEADERS,
+    )  # fmt: skip
+    return GitHubForge(client, repository, forge.graphql_url or graphql_url(forge.api_url))
 
 
 @contextmanager
@@ -87,7 +109,7 @@ class GitHubForge:
         answer = self.client.request(
             "POST",
             "",
-            {"query": READY_MUTATION, "variables": {"id": pull.node_id}},
+            {"query": READY_MUTATION, "variables": {"id": pull.forge_id}},
             url=self.graphql,
         )
         errors = answer.get("errors") if isinstance(answer, dict) else None
@@ -105,6 +127,9 @@ class GitHubForge:
         except UserError:  # 405 not mergeable (reviews, protection), 409 head moved, 422
             return False
         return bool(isinstance(answer, dict) and answer.get("merged"))
+
+    def forget_checks(self, sha: str) -> None:
+        rows.forget_etags(self.client.db, f"{self._repo_path}/commits/{sha}/")
 
     def checks(self, sha: str) -> list[Check]:
         with _reading(f"the checks of {sha[:10]}"):
@@ -179,7 +204,7 @@ def _pull(data: dict[str, Any]) -> PullRequest:
 def _pull_of(data: dict[str, Any]) -> PullRequest:
     return PullRequest(
         number=int(data["number"]),
-        node_id=str(data["node_id"]),
+        forge_id=str(data["node_id"]),
         url=str(data["html_url"]),
         head_sha=str(data["head"]["sha"]),
         draft=bool(data.get("draft")),
@@ -195,7 +220,8 @@ def _comment(kind: CommentKind, data: dict[str, Any]) -> Comment:
         kind=kind,
         item_id=int(data["id"]),
         author=str(user.get("login") or "ghost"),
-        association=str(data.get("author_association") or "NONE"),
+        role=str(data.get("author_association") or "NONE"),
+        writer=data.get("author_association") in WRITER_ASSOCIATIONS,
         body=str(data.get("body") or ""),
         path=data.get("path") if kind == "review_comment" else None,
         line=int(line) if isinstance(line, int) else None,

@@ -56,15 +56,13 @@ class RestClient:
     timeout: float = 30.0
     max_retries: int = 3
     max_retry_wait: float = 60.0
+    headers: dict[str, str] = field(default_factory=dict)
+    """What every request carries besides the token: the forge's own (its media
+    type, its API version)."""
 
     def __post_init__(self) -> None:
         self._client = httpx.Client(
-            timeout=self.timeout,
-            headers={
-                "Accept": "application/vnd.github+json",
-                "X-GitHub-Api-Version": "2022-11-28",
-                "User-Agent": "soda",
-            },
+            timeout=self.timeout, headers={**self.headers, "User-Agent": "soda"}
         )
 
     def get(self, path: str, params: dict[str, Any] | None = None) -> Any:
@@ -107,7 +105,7 @@ class RestClient:
                 except ValueError as exc:
                     raise UserError(
                         f"forge: {method} {path} did not answer JSON; is forge.api_url"
-                        " a GitHub-compatible API?"
+                        " the API of the forge forge.kind names?"
                     ) from exc
                 tag = response.headers.get("etag")
                 if key and tag:

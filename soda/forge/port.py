@@ -1,11 +1,11 @@
 """The forge port: what soda asks of a forge, and the data it gets back.
 
 `Forge` is the seam (GitHub's implementation is `soda.forge.github`; a second
-forge is one module implementing it). Everything here is plain data: the pull
-request, a check on its head commit (a check run or a commit status), and a
-comment (inline review comment, review body, or conversation comment) with its
-author's association to the repository, which decides whether it is a person
-soda listens to.
+forge is one module implementing it and one entry in `soda.forge.kinds.FORGES`).
+Everything here is plain data in no one forge's words: the pull request, a check
+on its head commit (a check run or a commit status), and a comment (inline
+review comment, review body, or conversation comment) whose author the forge
+says is a writer (may write to the repository: a person soda listens to) or not.
 """
 
 from __future__ import annotations
@@ -14,9 +14,6 @@ from dataclasses import dataclass
 from typing import Literal, Protocol
 
 CommentKind = Literal["review_comment", "review", "issue_comment"]
-
-WRITER_ASSOCIATIONS = frozenset({"OWNER", "MEMBER", "COLLABORATOR"})
-"""`author_association` values of people with write access to the repository."""
 
 FAILED = frozenset({"failure", "timed_out", "cancelled", "action_required", "error"})
 """Conclusions (check runs) and states (commit statuses) that fail a check."""
@@ -27,7 +24,9 @@ PASSED = frozenset({"success", "neutral", "skipped"})
 @dataclass(frozen=True)
 class PullRequest:
     number: int
-    node_id: str
+    forge_id: str
+    """The forge's own id for it where its API needs one besides the number
+    (GitHub: the GraphQL node id); "" when it needs none."""
     url: str
     """Its page on the forge (for `soda status`; never written into a body)."""
     head_sha: str
@@ -68,14 +67,17 @@ class Comment:
     kind: CommentKind
     item_id: int
     author: str
-    association: str
-    """OWNER, MEMBER, COLLABORATOR, CONTRIBUTOR, FIRST_TIMER, NONE, ..."""
+    role: str
+    """The author's relation to the repository in the forge's words (recorded and
+    shown; GitHub's OWNER, CONTRIBUTOR, NONE...)."""
     body: str
     path: str | None = None
     """For an inline review comment: the file, and its line (if the forge gives one)."""
     line: int | None = None
     review_state: str | None = None
     """For a review: APPROVED, CHANGES_REQUESTED, COMMENTED, ..."""
+    writer: bool = False
+    """The forge says the author may write to the repository."""
 
 
 class Forge(Protocol):
@@ -105,6 +107,11 @@ class Forge(Protocol):
 
     def checks(self, sha: str) -> list[Check]:
         """The check runs and commit statuses on commit `sha`."""
+        ...
+
+    def forget_checks(self, sha: str) -> None:
+        """Drop what was kept to read commit `sha`'s checks cheaply again (ETags):
+        it is the head no more."""
         ...
 
     def comments(self, number: int) -> list[Comment]:

@@ -33,7 +33,6 @@ from soda.contracts import HumanInput
 from soda.events import Events
 from soda.forge import body as text
 from soda.forge.port import (
-    WRITER_ASSOCIATIONS,
     Check,
     Comment,
     CommentKind,
@@ -105,7 +104,7 @@ class PullRequests:
                 found = self.forge.open_pull(self.branch, self.base, title, body, draft)
             self._save(
                 number=found.number,
-                node_id=found.node_id,
+                node_id=found.forge_id,
                 url=found.url,
                 draft=int(found.draft),
                 state=found.state,
@@ -131,7 +130,7 @@ class PullRequests:
             return Poll()
         pull = self.forge.get_pull(row.number)
         if row.head_sha and row.head_sha != pull.head_sha:  # its checks are read no more
-            rows.forget_etags(self.db, f"/commits/{row.head_sha}/")
+            self.forge.forget_checks(row.head_sha)
         checks = self.forge.checks(pull.head_sha)
         before = {(c["name"], c["source"]): c["conclusion"] for c in _loads(row.checks_json)}
         newly_failed = []
@@ -169,7 +168,7 @@ class PullRequests:
             comment.item_id,
             number,
             comment.author,
-            comment.association,
+            comment.role,
             comment.path,
             comment.line,
         )
@@ -182,9 +181,7 @@ class PullRequests:
             return 0
         words = _correction(comment)
         if not writer or words is None:
-            reason = (
-                f"{comment.association} is not a writer" if not writer else "says nothing to do"
-            )
+            reason = f"{comment.role} is not a writer" if not writer else "says nothing to do"
             if rows.record_other(self.db, item, "ignored", reason):
                 events.emit(
                     "forge.comment_ignored",
@@ -192,7 +189,7 @@ class PullRequests:
                         "kind": comment.kind,
                         "comment": comment.item_id,
                         "author": comment.author,
-                        "association": comment.association,
+                        "association": comment.role,
                         "reason": reason,
                     },
                 )
@@ -210,7 +207,7 @@ class PullRequests:
 
     def _is_writer(self, comment: Comment) -> bool:
         allowed = {login.lower() for login in self.config.writers}  # logins ignore case
-        return comment.association in WRITER_ASSOCIATIONS or comment.author.lower() in allowed
+        return comment.writer or comment.author.lower() in allowed
 
     # --- replies ----------------------------------------------------------------
 

@@ -1,63 +1,69 @@
-"""What a person's input must pass before it is queued, whichever face queues it
-(`soda approve`, `answer`, `tell`... and the web dashboard's forms): the input's
-contract, the iteration a verdict names, the question an answer names, and an
-edited plan. Each refusal is an `InputError`: one line saying what is wrong, and
-nothing is written. The daemon checks again when it takes the input."""
+"""What a repository's own record says about the run a person's input goes to:
+`DatabaseRecord`, the `soda.human.commands.RunRecord` of the CLI and the web
+dashboard (the rules and their words are in `commands`). The daemon checks an
+input again when it takes it."""
 
 from __future__ import annotations
 
 import json
-from typing import Any
 
 from sqlite_utils import Database
 
 from soda.config import Config
-from soda.contracts import HumanInput, IterationPlan, validate
-from soda.errors import InputError, Violation
-from soda.human.approval import edit_problems, known_edit_problems, waiting_what
+from soda.contracts import IterationPlan
+from soda.errors import InputError
+from soda.human.approval import edit_problems, waiting_what
+from soda.human.commands import Started, Waiting
+from soda.human.commands import waiting_plan as _waiting_plan
 from soda.store import approvals, events, history, questions, runs
 
-KEEP = "the original plan still waits"
 
+class DatabaseRecord:
+    """A repository's run as its database keeps it (`soda.human.commands.RunRecord`)."""
 
-def checked_input(fields: dict[str, Any]) -> HumanInput:
-    """`fields` (None values dropped) as a `HumanInput`, or an InputError naming
-    the field the contract refuses."""
-    data = {key: value for key, value in fields.items() if value is not None}
-    item = validate("human_input", data, HumanInput)
-    if isinstance(item, Violation):
-        raise InputError(f"{item.path}: {item.message}")
-    return item
+    run = ""
 
+    def __init__(self, db: Database, config: Config | None = None) -> None:
+        self.db = db
+        self.config = config
+        """Needed only to check an edited plan (`[plan] max_tasks`, the milestone)."""
 
-def verdict_target_note(db: Database, number: int, verb: str) -> str | None:
-    """Raise InputError unless iteration `number` is waiting for a verdict, may
-    still ask for one, or is the next iteration; a note for the person, if any.
+    def look(self, number: int | None = None) -> str:
+        return f"`soda show {number}`" if number is not None else "`soda history`"
 
-    An iteration that is running may yet ask (a risky plan, or a merge the gate
-    may not make alone); the next one may be answered before it starts."""
-    suspended = approvals.waiting(db)
-    if suspended is not None and suspended.iteration == number:
-        return None  # its iteration ended, its plan waits (`[approval] wait = "suspend"`)
-    latest = runs.next_iteration_number(db) - 1
-    if number < 1 or number > latest + 1:
-        known = f"the latest is {latest}" if latest else "there is none yet"
-        raise InputError(
-            f"no iteration {number} to {verb}: {known}, and only the next one"
-            f" ({latest + 1}) can be answered before it asks (see `soda history`)"
-        )
-    if number == latest + 1:
-        return f"iteration {number} has not started; the answer waits for it"
-    row = history.iteration(db, number)
-    if row is None:  # numbers continue across runs, but a gap is possible
-        raise InputError(f"no iteration {number} to {verb} (see `soda history`)")
-    if row["ended_at"] is not None:
-        raise InputError(
-            f"iteration {number} is not waiting for approval: it ended"
-            f" ({row['outcome'] or row['decision'] or 'no outcome'}); see `soda show {number}`"
-        )
-    asked = events.count(db, row["id"], "approval.waiting")
-    return None if asked else f"iteration {number} is running and has not asked yet"
+    def waiting(self) -> Waiting | None:
+        suspended = approvals.waiting(self.db)
+        if suspended is None:
+            return None
+        plan = IterationPlan.model_validate_json(suspended.plan_json)
+        return Waiting(suspended.iteration, suspended.kind, waiting_what(suspended), plan)
+
+    def latest(self) -> int:
+        return runs.next_iteration_number(self.db) - 1
+
+    def takes_next(self) -> bool:
+        return True  # the daemon may not have started it yet; it waits in the inbox
+
+    def started(self, number: int) -> Started | None:
+        row = history.iteration(self.db, number)
+        if row is None:
+            return None
+        if row["ended_at"] is not None:
+            return Started(row["outcome"] or row["decision"] or "no outcome")
+        return Started(None, asked=events.count(self.db, row["id"], "approval.waiting") > 0)
+
+    def running_plan(self, number: int) -> IterationPlan | None:
+        row = history.iteration(self.db, number)
+        orient = json.loads(row["orient_json"]) if row and row["orient_json"] else {}
+        plan = orient.get("iteration_plan")
+        return IterationPlan.model_validate(plan) if plan is not None else None
+
+    def edit_problems(self, plan: IterationPlan) -> list[str]:
+        assert self.config is not None, "a DatabaseRecord that checks edits needs the config"
+        return edit_problems(plan, self.db, self.config)
+
+    def question(self, question_id: int) -> str:
+        return open_question(self.db, question_id).question
 
 
 def open_question(db: Database, question_id: int) -> questions.Question:
@@ -71,55 +77,5 @@ def open_question(db: Database, question_id: int) -> questions.Question:
 
 
 def waiting_plan(db: Database, number: int) -> IterationPlan:
-    """Iteration `number`'s plan as ORIENT left it (bound to Trace tasks)."""
-    suspended = approvals.waiting(db)
-    if suspended is not None and suspended.iteration == number:
-        if suspended.kind == "merge":
-            raise InputError(
-                f"iteration {number} waits for approval of its {waiting_what(suspended)},"
-                " not of a plan: approve or reject it (a merge has nothing to edit)"
-            )
-        return IterationPlan.model_validate_json(suspended.plan_json)
-    row = history.iteration(db, number)
-    plan = (
-        json.loads(row["orient_json"]).get("iteration_plan") if row and row["orient_json"] else None
-    )
-    if plan is None:
-        raise InputError(f"iteration {number} has no plan to edit (yet); see `soda show {number}`")
-    return IterationPlan.model_validate(plan)
-
-
-def checked_plan_edit(text: str, db: Database, config: Config) -> IterationPlan:
-    """An edited plan's text as a valid plan, or an InputError saying why not
-    (not JSON, the plan contract, or `edit_problems`)."""
-    plan = _edited_plan(text)
-    return _no_problems(plan, edit_problems(plan, db, config))
-
-
-def checked_known_plan_edit(text: str, known: set[int], max_tasks: int) -> IterationPlan:
-    """`checked_plan_edit` with no database: the Trace task ids `known` and the
-    limit `max_tasks` as the run's worker reported them (soda fleet)."""
-    plan = _edited_plan(text)
-    return _no_problems(plan, known_edit_problems(plan, known, max_tasks))
-
-
-def _edited_plan(text: str) -> IterationPlan:
-    try:
-        data = json.loads(text)
-    except json.JSONDecodeError as exc:
-        raise InputError(
-            f"edited plan refused: invalid JSON at line {exc.lineno}, column {exc.colno}: "
-            f"{exc.msg}; {KEEP}"
-        ) from None
-    plan = validate("plan", data, IterationPlan)
-    if isinstance(plan, Violation):
-        raise InputError(
-            f"edited plan refused: plan contract violated at {plan.path}: {plan.message}; {KEEP}"
-        )
-    return plan
-
-
-def _no_problems(plan: IterationPlan, problems: list[str]) -> IterationPlan:
-    if problems:
-        raise InputError(f"edited plan refused: {'; '.join(problems)}; {KEEP}")
-    return plan
+    """Iteration `number`'s plan as ORIENT left it (bound to Trace tasks), for a page."""
+    return _waiting_plan(DatabaseRecord(db), number)

@@ -15,7 +15,11 @@ The table is checked against the contract on import, so a new kind or action
 that nobody routes fails at once rather than waiting in the queue forever. What
 follows from it is derived or checked here too: the kinds ORIENT sees
 (`ORIENT_SEES`, read by `soda.human.for_orient`, which is what SENSE shows) and
-the idle daemon's answer to each CONTROL kind (`IDLE_RESPONSES`).
+the idle daemon's answer to each CONTROL kind (`IDLE_RESPONSES`), the kinds
+that answer a waiting plan (`VERDICT_KINDS`), the controls by name (`Control`)
+and those a host applies between iterations (`HOST_CONTROLS`), and the
+guidance the executor is told (`GUIDANCE_KINDS`). No other module lists input
+kinds: a face asks `soda.human.commands`, a host reads these.
 """
 
 from __future__ import annotations
@@ -78,6 +82,16 @@ per kind routed CONTROL (checked on import, so the idle daemon never meets a
 control kind it cannot answer)."""
 
 
+class Control(enum.StrEnum):
+    """The kinds routed CONTROL, by name (checked on import)."""
+
+    PAUSE = "pause"
+    RESUME = "resume"
+    STOP = "stop"
+    CANCEL = "cancel"
+    """Acts on the plan ACT runs; every other control acts on the host."""
+
+
 def key(item: HumanInput) -> Key:
     return (item.kind, item.action if item.kind == "override" else None)
 
@@ -104,6 +118,21 @@ def contract_keys() -> frozenset[Key]:
     )
 
 
+VERDICT_KINDS: frozenset[str] = kinds_routed([Route.VERDICT, Route.EDIT])
+"""Kinds that answer a plan or merge waiting for approval (when they name its iteration)."""
+EDIT_KINDS: frozenset[str] = kinds_routed([Route.EDIT])
+"""Kinds that approve a waiting plan as the person edited it."""
+CONTROL_KINDS: frozenset[str] = kinds_routed([Route.CONTROL])
+HOST_CONTROLS: frozenset[str] = frozenset(Control) - {Control.CANCEL}
+"""Controls the host applies itself between iterations (the daemon while idle,
+the fleet's workflow): pause, resume, stop."""
+TOLD_KINDS: frozenset[str] = kinds_routed(ORIENT_SEES)
+"""Kinds a person tells soda (`soda tell`): guidance and changes, no verdict or control."""
+GUIDANCE_KINDS: frozenset[str] = kinds_routed([Route.ORIENT])
+"""Kinds the executor is told about (ORIENT's guidance: corrections and overrides;
+control and approvals are not its business, spec changes are in the spec)."""
+
+
 def _check_complete() -> None:
     missing, extra = contract_keys() - ROUTES.keys(), ROUTES.keys() - contract_keys()
     if missing or extra:
@@ -116,6 +145,8 @@ def _check_complete() -> None:
         )
     if not set(PAUSE_KINDS) <= control:
         raise RuntimeError(f"PAUSE_KINDS must be routed CONTROL: {PAUSE_KINDS}")
+    if set(Control) != control:
+        raise RuntimeError(f"Control out of step with the CONTROL routes: {sorted(control)}")
 
 
 _check_complete()

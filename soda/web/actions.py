@@ -1,8 +1,9 @@
 """The forms that change something (POST): approve, reject or edit-and-approve
 a waiting plan, answer a question, send a correction, pause, resume, stop.
 
-Each checks the server's CSRF token first, then the input exactly as the CLI
-does (`soda.human.checks`), and writes it to the inbox with `write_input`, its
+Each checks the server's CSRF token first, then builds the input with
+`soda.human.commands` exactly as the CLI does (the repository's record:
+`soda.human.checks.DatabaseRecord`), and writes it to the inbox, its
 provenance `web`: the daemon takes it like any other input. A refusal is one
 line (an `InputError`, shown by the error page) and writes nothing; a refused
 plan edit shows the edit again beside its reason, the plan still waiting."""
@@ -18,21 +19,15 @@ from starlette.requests import Request
 from starlette.responses import RedirectResponse, Response
 
 from soda.errors import InputError
-from soda.human.checks import (
-    checked_input,
-    checked_plan_edit,
-    open_question,
-    verdict_target_note,
-    waiting_plan,
-)
-from soda.human.write import describe, write_input
+from soda.human import commands
+from soda.human.checks import DatabaseRecord
+from soda.human.commands import Face, Provenance, Said
 from soda.web.security import refuse
 from soda.web.site import Site
 from soda.web.templating import render, site_of
 
-SOURCE = "web"
+BY = Provenance(Face.WEB)
 MAX_FORM_BYTES = 512 * 1024
-CONTROLS = ("pause", "resume", "stop")
 
 
 class FormTooLarge(InputError):
@@ -50,11 +45,14 @@ async def form_of(request: Request) -> dict[str, str]:
     return {key: values[0] for key, values in fields.items()}
 
 
-def _queue(site: Site, note: str | None = None, **fields: Any) -> str:
+def _queue(site: Site, said: Said) -> str:
     """Write one input from the page; the line that says what was queued."""
-    item = checked_input(fields)
-    write_input(site.config.state_dir, item, SOURCE)
-    return f"queued {describe(item)}" + (f" ({note})" if note else "")
+    commands.queue(site.config.state_dir, said)
+    return f"queued {said.line()}" + (f" ({said.note})" if said.note else "")
+
+
+def _record(site: Site) -> DatabaseRecord:
+    return DatabaseRecord(site.db, site.config)
 
 
 def _number(form: dict[str, str], name: str) -> int:
@@ -91,41 +89,25 @@ def _action(work: Callable[[Site, dict[str, str]], str]) -> Callable[[Request], 
 
 
 def _approve(site: Site, form: dict[str, str]) -> str:
-    number = _number(form, "iteration")
-    note = verdict_target_note(site.db, number, "approve")
-    return _queue(site, note, kind="approve", target=number)
+    return _queue(site, commands.approve(_record(site), BY, _number(form, "iteration")))
 
 
 def _reject(site: Site, form: dict[str, str]) -> str:
     number = _number(form, "iteration")
-    note = verdict_target_note(site.db, number, "reject")
-    reason = form.get("reason", "").strip() or None
-    return _queue(site, note, kind="reject", target=number, text=reason)
+    return _queue(site, commands.reject(_record(site), BY, number, form.get("reason")))
 
 
 def _answer(site: Site, form: dict[str, str]) -> str:
     number = _number(form, "question")
-    text = form.get("text", "").strip()
-    if not text:
-        raise InputError(f"the answer to question {number} is empty: write one")
-    asked = open_question(site.db, number)
-    return _queue(
-        site, f"question {number}: {asked.question}", kind="answer", target=number, text=text
-    )
+    return _queue(site, commands.answer(_record(site), BY, number, form.get("text", "").strip()))
 
 
 def _tell(site: Site, form: dict[str, str]) -> str:
-    text = form.get("text", "").strip()
-    if not text:
-        raise InputError("the correction is empty: write what soda should know")
-    return _queue(site, kind="correction", text=text)
+    return _queue(site, commands.tell(BY, form.get("text", "").strip()))
 
 
 def _control(site: Site, form: dict[str, str]) -> str:
-    kind = form.get("kind", "")
-    if kind not in CONTROLS:
-        raise InputError(f"unknown control {kind!r}: use one of {', '.join(CONTROLS)}")
-    return _queue(site, kind=kind)
+    return _queue(site, commands.control(BY, form.get("kind", "")))
 
 
 approve = _action(_approve)
@@ -154,11 +136,4 @@ async def edit(request: Request) -> Response:
 
 
 def _edit(site: Site, number: int, text: str) -> str:
-    note = verdict_target_note(site.db, number, "approve")
-    original = waiting_plan(site.db, number)
-    edited = checked_plan_edit(text, site.db, site.config)
-    if edited == original:
-        return _queue(
-            site, "the plan is unchanged: approved as it is", kind="approve", target=number
-        )
-    return _queue(site, note, kind="plan_edit", target=number, plan=edited.model_dump(mode="json"))
+    return _queue(site, commands.edit(_record(site), BY, number, text))

@@ -9,6 +9,8 @@ from jinja2 import Environment, PackageLoader, StrictUndefined, select_autoescap
 from starlette.requests import Request
 from starlette.responses import HTMLResponse
 
+from soda.human.commands import Face
+from soda.human.routing import Control
 from soda.web.site import Site
 
 ENV = Environment(
@@ -18,6 +20,17 @@ ENV = Environment(
     trim_blocks=True,
     lstrip_blocks=True,
 )
+
+CONTROL_LABELS: dict[str, str] = {
+    Control.PAUSE: "Pause after this iteration",
+    Control.RESUME: "Resume",
+    Control.STOP: "Stop soda after this iteration",
+}
+"""The control buttons: one per control the web offers (`Face.WEB.controls`,
+checked on import), shown in this order."""
+if set(CONTROL_LABELS) != Face.WEB.controls:
+    raise RuntimeError(f"web control buttons out of step with {sorted(Face.WEB.controls)}")
+ENV.globals["controls"] = CONTROL_LABELS
 
 
 def site_of(request: Request) -> Site:

@@ -9,6 +9,7 @@ from typing import Any
 from soda.errors import InputError
 from soda.human.approval import EDIT_TAKEN
 from soda.human.checks import waiting_plan
+from soda.human.routing import EDIT_KINDS
 from soda.store import agent_calls, history, test_results
 from soda.store import events as event_rows
 from soda.store.events import EventRow, as_record, data_text
@@ -155,7 +156,7 @@ latest step."""
 def ran_as_edited(record: dict[str, Any]) -> dict[str, Any] | None:
     """The plan a person's edit made the iteration run, if one did."""
     for item in record.get("human_inputs") or []:
-        if item["kind"] == "plan_edit" and item["response"] == EDIT_TAKEN:
+        if item["kind"] in EDIT_KINDS and item["response"] == EDIT_TAKEN:
             plan: dict[str, Any] | None = item["payload"].get("plan")
             return plan
     return None

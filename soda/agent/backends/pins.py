@@ -2,7 +2,8 @@
 binary; where `soda tools install` puts them (soda's own directory, never a
 global install) and how a configured backend's binary is found and checked.
 
-One place for the versions: `PINS`. A CLI at another version may work, but its
+Each executor that is a program has its `Pin` in its entry of the one registry
+(`soda.agent.executors.EXECUTORS`). A CLI at another version may work, but its
 event shapes and flags are not the ones soda was tested against, so `soda
 doctor` fails on it and a person either installs the pinned one or points
 `[executor] command` at a binary of that version.
@@ -25,6 +26,8 @@ from soda.errors import UserError
 class Pin:
     """One supported CLI at one version."""
 
+    tool: str
+    """The executor it is (`[executor] backend`), the name `soda tools install` takes."""
     package: str
     """Its npm package."""
     version: str
@@ -32,12 +35,6 @@ class Pin:
     binary: str
     """The executable npm links in `node_modules/.bin`."""
 
-
-PINS: dict[str, Pin] = {
-    "claude-code": Pin("@anthropic-ai/claude-code", "2.1.330", "claude"),
-    "codex": Pin("@openai/codex", "0.169.0", "codex"),
-}
-"""The executor backends that are another program, by their `[executor] backend` name."""
 
 _VERSION = re.compile(r"(\d+\.\d+\.\d+)")
 INSTALL_TIMEOUT_S = 900.0
@@ -55,15 +52,15 @@ def tools_dir() -> Path:
     return Path(sys.prefix) / "share" / "soda" / "tools"
 
 
-def installed_binary(backend: str) -> Path:
-    """Where `soda tools install` links `backend`'s binary."""
-    return tools_dir() / "node_modules" / ".bin" / PINS[backend].binary
+def installed_binary(pin: Pin) -> Path:
+    """Where `soda tools install` links `pin`'s binary."""
+    return tools_dir() / "node_modules" / ".bin" / pin.binary
 
 
-def find_binary(backend: str, command: str | None) -> Path:
-    """The binary to run for `backend`: `[executor] command` if set (a path or a
-    name on PATH), else soda's install, else the pinned binary's name on PATH."""
-    pin = PINS[backend]
+def find_binary(pin: Pin, command: str | None) -> Path:
+    """The binary to run for `pin`'s tool: `[executor] command` if set (a path or
+    a name on PATH), else soda's install, else the pinned binary's name on PATH."""
+    backend = pin.tool
     if command:
         found = shutil.which(os.path.expanduser(command))
         if found is None:
@@ -72,7 +69,7 @@ def find_binary(backend: str, command: str | None) -> Path:
                 f"`soda tools install {backend}` or fix the path in soda.toml"
             )
         return Path(found)
-    own = installed_binary(backend)
+    own = installed_binary(pin)
     if own.exists():
         return own
     found = shutil.which(pin.binary)
@@ -101,10 +98,10 @@ def binary_version(binary: Path) -> str | None:
     return match.group(1) if match else None
 
 
-def check_binary(backend: str, command: str | None) -> str:
+def check_binary(pin: Pin, command: str | None) -> str:
     """`soda doctor`'s check: the binary exists and is the pinned version."""
-    binary = find_binary(backend, command)
-    pin = PINS[backend]
+    binary = find_binary(pin, command)
+    backend = pin.tool
     version = binary_version(binary)
     if version != pin.version:
         seen = f"version {version}" if version else "no version it could read"
@@ -115,26 +112,18 @@ def check_binary(backend: str, command: str | None) -> str:
     return f"{backend}: {binary} ({pin.package} {version})"
 
 
-def install(backends: list[str]) -> tuple[Path, str]:
+def install(pins: list[Pin]) -> tuple[Path, str]:
     """npm-install the pinned CLIs into `tools_dir()`; those already there at the
     pinned version are left alone. The directory and npm's last lines."""
-    unknown = [name for name in backends if name not in PINS]
-    if unknown or not backends:
-        known = ", ".join(PINS)
-        raise UserError(f"soda tools install: unknown tool {unknown[0]!r} (known: {known})"
-                        if unknown else f"soda tools install: name a tool ({known})")  # fmt: skip
     npm = shutil.which("npm")
     if npm is None:
         raise UserError("soda tools install needs npm (Node.js 18 or later) on PATH")
     target = tools_dir()
     target.mkdir(parents=True, exist_ok=True)
-    missing = [
-        name for name in backends
-        if binary_version(installed_binary(name)) != PINS[name].version
-    ]  # fmt: skip
+    missing = [pin for pin in pins if binary_version(installed_binary(pin)) != pin.version]
     if not missing:
         return target, "already installed"
-    specs = [f"{PINS[name].package}@{PINS[name].version}" for name in missing]
+    specs = [f"{pin.package}@{pin.version}" for pin in missing]
     argv = [npm, "install", "--prefix", str(target), "--no-audit", "--no-fund", "--save-exact"]
     try:
         done = subprocess.run(
@@ -149,7 +138,7 @@ def install(backends: list[str]) -> tuple[Path, str]:
     tail = "\n".join((done.stdout + done.stderr).strip().splitlines()[-3:])
     if done.returncode != 0:
         raise UserError(f"npm install {' '.join(specs)} failed: {tail.replace(chr(10), ' | ')}")
-    for name in backends:
-        if not installed_binary(name).exists():
-            raise UserError(f"npm installed {PINS[name].package} but no {PINS[name].binary} binary")
+    for pin in pins:
+        if not installed_binary(pin).exists():
+            raise UserError(f"npm installed {pin.package} but no {pin.binary} binary")
     return target, tail

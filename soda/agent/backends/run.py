@@ -25,9 +25,7 @@ from dataclasses import dataclass, field
 from importlib import resources
 from pathlib import Path
 
-from soda.agent.backends.claude_code import CLAUDE_CODE
-from soda.agent.backends.codex import CODEX
-from soda.agent.backends.pins import check_binary, find_binary
+from soda.agent.backends.pins import Pin, find_binary
 from soda.agent.backends.port import Backend, Transcript
 from soda.agent.backends.proxy import EgressProxy, Emit, Record
 from soda.config import Config
@@ -35,8 +33,6 @@ from soda.errors import BudgetExhausted, CredentialsError, Interrupted
 from soda.system.jail import Jail
 from soda.system.watched import WatchLimits, run_watched
 
-BACKENDS: dict[str, Backend] = {CLAUDE_CODE.name: CLAUDE_CODE, CODEX.name: CODEX}
-"""The executors that are another program, by `[executor] backend` name."""
 JAIL_HOME = "/tmp/soda-home"
 """The CLI's home inside the jail: in the jail's private /tmp, empty at the start."""
 PREVIEW = 300
@@ -73,7 +69,8 @@ def backend_for(config: Config, hints: list[str]) -> str:
 
 
 def run_cli(
-    name: str,
+    backend: Backend,
+    pin: Pin,
     config: Config,
     jail: Jail,
     worktree: Path,
@@ -82,9 +79,10 @@ def run_cli(
     emit: Emit,
     should_stop: Callable[[], bool] = lambda: False,
 ) -> CliOutcome:
-    """Run backend `name` on `worktree` with `prompt`; raises CredentialsError when
-    the key is missing and Interrupted when a stop or cancel ended it."""
-    backend = BACKENDS[name]
+    """Run `backend` (its binary at `pin`) on `worktree` with `prompt`; raises
+    CredentialsError when the key is missing and Interrupted when a stop or
+    cancel ended it."""
+    name = backend.name
     route, key_env = backend.route(config)
     key = os.environ.get(key_env)
     if not key:
@@ -92,7 +90,7 @@ def run_cli(
             f"[executor] backend = {name!r} needs an API key in the environment variable "
             f"{key_env} (read by soda outside the jail; set [executor] api_key_env to use another)"
         )
-    binary = find_binary(name, config.executor.command)
+    binary = find_binary(pin, config.executor.command if name == config.executor.backend else None)
     limits = config.executor
     proxy = EgressProxy(
         route, key, f"executor:{name}", record, emit,
@@ -190,20 +188,3 @@ def _outside(binary: Path, jail: Jail) -> list[Path]:
     if Path(binary).parent != real.parent:  # a link elsewhere: its own directory too
         found.append(Path(os.path.realpath(Path(binary).parent)))
     return found
-
-
-def check_executors(config: Config) -> str:
-    """`soda doctor`'s check of the CLI executors the config may use: each binary
-    at its pinned version, and its API key present (outside the jail)."""
-    executor = config.executor
-    names = sorted({executor.backend, *executor.allowed} - {"builtin"})
-    if not names:
-        return "builtin (soda's own tool loop)"
-    lines = []
-    for name in names:
-        command = executor.command if name == executor.backend else None
-        lines.append(check_binary(name, command))
-        _, key_env = BACKENDS[name].route(config)
-        if not os.environ.get(key_env):
-            raise CredentialsError(f"{name}: no API key in the environment variable {key_env}")
-    return "; ".join(lines)

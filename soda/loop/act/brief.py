@@ -31,15 +31,13 @@ from soda.contracts import HumanInput, IterationPlan, PlanTask
 from soda.contracts.outcomes import TaskStatus
 from soda.errors import InputError
 from soda.gate.runner import TestReport
+from soda.human.routing import GUIDANCE_KINDS
 from soda.human.write import describe
 from soda.loop.repo_guidance import guidance_inputs
 from soda.loop.rules_text import tests_and_merges
 from soda.loop.session import Session
 from soda.store import human_inputs, learnings
 
-GUIDANCE_KINDS = ("correction", "override")
-"""The person's inputs the executor is told about (control and approvals are not
-its business; spec changes are already in the spec)."""
 GUIDANCE_ITERATIONS = 5
 """Inputs read in this many iterations (this one included) are still in force."""
 MAX_GUIDANCE = 20

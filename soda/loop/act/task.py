@@ -31,14 +31,13 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from soda.agent.backends.run import backend_for
-from soda.agent.definition import load_agent
+from soda.agent.executors import Job, executor_for
 from soda.agent.runtime import AgentRunner
 from soda.contracts import ExecuteResult, IterationPlan, PlanTask
 from soda.contracts.outcomes import RETRYABLE, AttemptStatus, TaskEnd, TaskStatus
 from soda.errors import InputError, Interrupted
 from soda.gate.runner import TestReport
 from soda.loop.act.brief import executor_inputs, task_history
-from soda.loop.act.cli import cli_answer
 from soda.loop.act.execute import TaskOutcome
 from soda.loop.act.held import Held
 from soda.loop.act.merge import AskPerson, merge_task
@@ -233,21 +232,15 @@ class PlanRun:
                 session, self.it.number, self.plan, task, self.baseline, notes,
                 self._history.get(task.id),
             )  # fmt: skip
-            backend = backend_for(session.config, task.tool_hints)
+            executor = executor_for(backend_for(session.config, task.tool_hints))
+            tools.unsure = tools.unsure or not executor.watched  # it ran commands of its own
+            job = Job(
+                session.config, session.jail, ws, task.title, inputs, tools,
+                resume.messages if resume else None, self.runner(), self._recorder,
+                lambda kind, data: self._emit(kind, task, **data), self.cancelled,
+            )  # fmt: skip
             try:
-                if backend != "builtin":  # a coding CLI (soda.agent.backends)
-                    tools.unsure = True  # it ran commands: the tree is not vouched for
-                    answer = cli_answer(
-                        session, self.it, backend, task, ws, inputs, self._recorder,
-                        self.cancelled,
-                    )  # fmt: skip
-                else:
-                    answer = self.runner().run(
-                        load_agent("executor", ExecuteResult),
-                        inputs,
-                        tools,
-                        resume=resume.messages if resume else None,
-                    )
+                answer = executor.run(job)
             except Interrupted:
                 if self.stopping():
                     raise
