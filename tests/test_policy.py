@@ -48,7 +48,7 @@ TABLE: list[tuple[Host, Ending, dict[str, bool], Next, bool, bool]] = [
     (L, Ending.HALT, {}, PERSON, True, True),
     (L, Ending.HALT, {"suspended": True}, PERSON, True, True),
     (L, Ending.TRANSIENT, {}, RETRY, True, False),
-    (L, Ending.INTERRUPTED, {}, END, True, False),
+    (L, Ending.INTERRUPTED, {}, AGAIN, True, False),
 ]
 
 

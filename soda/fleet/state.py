@@ -2,11 +2,11 @@
 
 The workflow holds decisions and what must outlive any one machine: the run's
 settings, the iterations finished (a small summary each, never a transcript),
-the person's inputs not yet delivered to a worker, the control flags, where the
-scripted model stands in its script, the learnings and the Trace tasks not yet
-closed (bounded: `MAX_CARRIED_TASKS`, `MAX_TASK_TEXT`), and where the run is
-placed. Transcripts and diffs stay in the worker's SQLite; the git remote holds
-the code, and (`report_json`) the report of an iteration that merged.
+the person's inputs not yet delivered to a worker, the control flags, the
+learnings and the Trace tasks not yet closed (bounded: `MAX_CARRIED_TASKS`,
+`MAX_TASK_TEXT`), and where the run is placed. Transcripts and diffs stay in
+the worker's SQLite; the git remote holds the code, and (`report_json`) the
+report of an iteration that merged.
 """
 
 from __future__ import annotations
@@ -17,6 +17,7 @@ import re
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
+from soda.contracts.outcomes import FleetStatus
 from soda.system.clock import moment
 
 WORKFLOW_TYPE = "SodaRun"
@@ -75,7 +76,7 @@ class IterationSummary:
 
     number: int
     ending: str
-    """done, continue, stuck, halt, transient, interrupted (soda.loop.run.Ending)."""
+    """done, continue, stuck, halt, transient, interrupted (soda.contracts.outcomes.Ending)."""
     reason: str
     decision: str | None = None
     outcome: str | None = None
@@ -147,7 +148,6 @@ class IterationRequest:
     attempt whose local record cannot be trusted)."""
     history: list[IterationSummary]
     pending: list[HumanSignal]
-    model_position: int | None
     learnings: list[str]
     approval: ApprovalWait | None = None
     """The plan that waits for approval, if one does (a fresh worker keeps it again)."""
@@ -164,7 +164,6 @@ class IterationReport:
     summary: IterationSummary
     delivered: list[int]
     """`seq`s of the person's inputs written to the worker's inbox."""
-    model_position: int | None
     learnings: list[str]
     open_tasks: int
     waiting_for: str | None
@@ -189,7 +188,6 @@ class RunState:
     history: list[IterationSummary] = field(default_factory=list)
     pending: list[HumanSignal] = field(default_factory=list)
     next_seq: int = 1
-    model_position: int | None = None
     learnings: list[str] = field(default_factory=list)
     open_tasks: int = 0
     tasks: list[CarriedTask] = field(default_factory=list)
@@ -227,7 +225,7 @@ def run_id(repo_url: str, spec: str | None) -> str:
     return f"soda-{slug[:40]}-{digest}"
 
 
-def status_of(state: RunState, status: str) -> dict[str, Any]:
+def status_of(state: RunState, status: FleetStatus) -> dict[str, Any]:
     """What `soda fleet status` shows, kept in the workflow's memo so the server
     answers it with every worker down."""
     last = state.history[-1] if state.history else None
@@ -238,7 +236,7 @@ def status_of(state: RunState, status: str) -> dict[str, Any]:
         "iteration": state.last_number,
         "worker": state.placement.worker if state.placement else None,
         "waiting_for": state.waiting_for
-        or (waiting_line(state.approval) if status == "waiting" else None),
+        or (waiting_line(state.approval) if status is FleetStatus.WAITING else None),
         "approval_deadline": moment(state.approval.deadline) if state.approval else None,
         "paused": state.paused,
         "pending_inputs": len(state.pending),

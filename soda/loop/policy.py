@@ -17,13 +17,17 @@ differ, the table says so, one row per host, and nowhere else:
     HALT         end              idle, notify        wait for a person, notify
     TRANSIENT    end (exit 5)     retry at the next   retry after a wait
                                   tick, the run open
-    INTERRUPTED  end              end                 end
+    INTERRUPTED  end              end                 again (the worker was
+                                                      stopped; a person's stop
+                                                      is the workflow's flag)
 
 The foreground tells its person by its last line and exit code, so it runs no
 `notify_command`. The run's record closes unless the run goes on: after a
 CONTINUE stepped again, and in the daemon's transient retry (a fleet run that
-goes on after DONE starts another record on its worker). No I/O and no soda import beyond the vocabularies: the fleet's workflow
-imports it inside Temporal's sandbox, and `tests/test_policy.py` is its table.
+goes on after DONE starts another record on its worker).
+
+No I/O and no soda import beyond the vocabularies: the fleet's workflow imports
+it inside Temporal's sandbox. `tests/test_policy.py` is its table.
 """
 
 from __future__ import annotations
@@ -100,7 +104,9 @@ def after(
 def _next(host: Host, ending: Ending, once: bool, suspended: bool, inputs_waiting: bool) -> Next:
     if ending is Ending.CONTINUE:
         return Next.END if host is Host.FOREGROUND and once else Next.AGAIN
-    if ending is Ending.INTERRUPTED or host is Host.FOREGROUND:
+    if ending is Ending.INTERRUPTED:
+        return Next.AGAIN if host is Host.FLEET else Next.END
+    if host is Host.FOREGROUND:
         return Next.END
     if ending is Ending.TRANSIENT:
         return Next.RETRY_LATER
