@@ -8,6 +8,7 @@ import asyncio
 import contextlib
 import json
 import os
+import shlex
 import signal
 import subprocess
 import sys
@@ -42,17 +43,28 @@ DEMO_RUN = by_iteration(DEMO[:10], DEMO[10:])
 
 
 def remote_project(
-    tmp_path: Path, name: str, responses: list[dict[str, Any]] = DEMO_RUN, latency: float = 0.0
+    tmp_path: Path,
+    name: str,
+    responses: list[dict[str, Any]] = DEMO_RUN,
+    latency: float = 0.0,
+    notified: Path | None = None,
 ) -> str:
     """The demo's sample project with its script, pushed to a bare repository;
-    the bare repository's path (the run's URL)."""
+    the bare repository's path (the run's URL). With `notified`, its
+    `notify_command` appends "EVENT ITERATION" to that file."""
     src = tmp_path / f"{name}-src"
     prepare(src)
     python = json.dumps(sys.executable)[1:-1]
     script = {"latency_seconds": latency, "responses": responses}
     (src / SCRIPT).write_text(json.dumps(script).replace("{python}", python))
     toml = src / "soda.toml"
-    toml.write_text(toml.read_text().replace("state/demo-script.json", SCRIPT))
+    text = toml.read_text().replace("state/demo-script.json", SCRIPT)
+    if notified is not None:
+        command = f'echo "$SODA_EVENT $SODA_ITERATION" >> {shlex.quote(str(notified))}'
+        unset = "# notify_command = (not set)"
+        assert text.count(unset) == 1
+        text = text.replace(unset, f"notify_command = {json.dumps(command)}")
+    toml.write_text(text)
     git(src, "add", "-A")
     git(src, "commit", "-q", "-m", "fleet script")
     bare = tmp_path / f"{name}.git"

@@ -324,13 +324,15 @@ def test_a_run_that_moves_keeps_its_trace_tasks(
     assert landed(url) == ["1"]
 
 
-def test_a_question_is_answered_through_the_fleet(
+def test_a_question_is_answered_through_the_fleet_and_each_ending_told(
     server: Server, workers: list[WorkerProcess], tmp_path: Path
 ) -> None:
-    url = remote_project(tmp_path, "asks", ASKING)
+    notified = tmp_path / "notified.txt"  # the repository's notify_command writes here
+    url = remote_project(tmp_path, "asks", ASKING, notified=notified)
     run = submit(server, url)
     stuck = wait_status(server.address, run, {"waiting"}, RUN_SECONDS)
     assert "Is rounding in the spec?" in stuck["status"]["waiting_for"]
+    assert notified.read_text().splitlines() == ["STUCK 1"]  # told before the run waited
     for worker in workers:  # a waiting run holds no worker: lose them all
         worker.kill()
     shown = fleet(server, "status", run)  # the server answers with every worker down
@@ -342,6 +344,7 @@ def test_a_question_is_answered_through_the_fleet(
     done = wait_status(server.address, run, {"done"}, RUN_SECONDS)
     assert [h["outcome"] for h in done["history"]] == ["stuck", "merged", "done"]
     assert landed(url) == ["2"]
+    assert notified.read_text().splitlines() == ["STUCK 1", "DONE 3"]  # as the daemon tells
     assert {h["worker"] for h in done["history"][1:]} == {workers[-1].name}
 
 
