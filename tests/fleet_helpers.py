@@ -48,10 +48,12 @@ def remote_project(
     responses: list[dict[str, Any]] = DEMO_RUN,
     latency: float = 0.0,
     notified: Path | None = None,
+    windows: list[str] | None = None,
 ) -> str:
     """The demo's sample project with its script, pushed to a bare repository;
     the bare repository's path (the run's URL). With `notified`, its
-    `notify_command` appends "EVENT ITERATION" to that file."""
+    `notify_command` appends "EVENT ITERATION" to that file; `windows`: its
+    `[daemon] windows`."""
     src = tmp_path / f"{name}-src"
     prepare(src)
     python = json.dumps(sys.executable)[1:-1]
@@ -64,6 +66,9 @@ def remote_project(
         unset = "# notify_command = (not set)"
         assert text.count(unset) == 1
         text = text.replace(unset, f"notify_command = {json.dumps(command)}")
+    if windows is not None:
+        assert text.count("windows = []") == 1
+        text = text.replace("windows = []", f"windows = {json.dumps(windows)}")
     toml.write_text(text)
     git(src, "add", "-A")
     git(src, "commit", "-q", "-m", "fleet script")

@@ -12,6 +12,7 @@ import sqlite3
 import subprocess
 import sys
 from collections.abc import Iterator
+from datetime import datetime
 from pathlib import Path
 from typing import Any
 
@@ -398,3 +399,21 @@ def test_a_paused_run_holds_no_worker_and_goes_on_when_resumed(
     assert paused["status"]["worker"] is None and paused["status"]["phase"] is None
     assert fleet(server, "resume", run).exit_code == 0
     assert_done_once(server, run, url)
+
+
+def test_a_run_outside_its_working_windows_waits_holding_no_worker(
+    server: Server, workers: list[WorkerProcess], tmp_path: Path
+) -> None:
+    """As the daemon, a fleet run starts iterations only inside `[daemon] windows`;
+    outside them it waits for the next one, with no worker and no iteration."""
+    later = (datetime.now().hour + 12) % 24  # the window opens in about 12 hours
+    url = remote_project(tmp_path, "nights", windows=[f"* {later} * * *"])
+    run = submit(server, url)
+    waiting = wait_status(server.address, run, {"waiting"}, RUN_SECONDS)
+    status = waiting["status"]
+    assert status["waiting_for"].startswith("the next working window, at ")
+    assert status["waiting_for"].endswith("(daemon.windows)")
+    assert status["worker"] is None and status["iteration"] == 0
+    assert waiting["history"] == [] and landed(url) == []
+    assert fleet(server, "stop", run).exit_code == 0
+    wait_status(server.address, run, {"stopped"}, 30)

@@ -36,7 +36,7 @@ from apscheduler.schedulers.background import BackgroundScheduler
 from soda.config import Config, LiveConfig, load
 from soda.contracts.outcomes import RunStatus
 from soda.daemon.flags import SETTLE_SECONDS, Flags, settle_delay, take
-from soda.daemon.parts import LOG_NAME, in_window, keep_watching, parse_windows
+from soda.daemon.parts import LOG_NAME, keep_watching
 from soda.errors import SodaError, UserError
 from soda.events import Events, notify
 from soda.human.write import inbox_dir
@@ -45,6 +45,7 @@ from soda.loop.host import Run, open_run
 from soda.loop.policy import Host, Next, after
 from soda.system.lifecycle import publish_wake, stop_signals, write_error, write_ready
 from soda.system.lock import release_lock
+from soda.system.windows import in_window, next_open, parse_windows
 
 __all__ = ["LOG_NAME", "SETTLE_SECONDS", "Daemon", "Flags"]
 
@@ -228,8 +229,7 @@ class Daemon:
             return "now (more work)"
         now = (now or datetime.now()).astimezone()
         if not in_window(self.windows, now):
-            times = [t.get_next_fire_time(None, now) for t in self.windows]
-            first = min((t for t in times if t is not None), default=None)
+            first = next_open(self.windows, now)
             return f"at {first.isoformat(timespec='minutes')} (daemon.windows)" if first else None
         return f"at the next tick, within {self.config.daemon.tick_seconds:g} s"
 

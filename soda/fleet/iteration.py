@@ -12,6 +12,7 @@ import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
+from datetime import datetime
 from pathlib import Path
 
 from sqlite_utils import Database
@@ -37,6 +38,8 @@ from soda.loop.policy import Host, after
 from soda.repo.milestone import milestone_name
 from soda.store import learnings, tasks
 from soda.store.tasks import Task
+from soda.system.clock import moment
+from soda.system.windows import in_window, next_open, parse_windows
 
 Printer = Callable[[str], None]
 
@@ -108,6 +111,26 @@ class HeldRun:
             run.close("the run left this worker")
 
 
+class OutsideWindow(Exception):
+    """The run's working windows (`[daemon] windows`) are closed: no iteration
+    now; the workflow waits, holding no worker, until `opens`."""
+
+    def __init__(self, opens: float) -> None:
+        super().__init__(f"outside the working windows until {moment(opens)}")
+        self.opens = opens
+        """Seconds since the epoch."""
+
+
+def closed_until(config: Config) -> float | None:
+    """When the next working window opens, if none is open now (None: one is)."""
+    windows = parse_windows(config.daemon.windows)
+    now = datetime.now().astimezone()
+    if in_window(windows, now):
+        return None
+    opens = next_open(windows, now)
+    return opens.timestamp() if opens is not None else now.timestamp() + 86400.0
+
+
 def run_one(
     cache: Path,
     worker: str,
@@ -122,6 +145,9 @@ def run_one(
         held.close()
     config, fresh = checkout.prepare(home, request.settings, request.fresh)
     config = approval.suspending(config)  # the workflow holds approval waits, not the worker
+    opens = closed_until(config)  # as the daemon, only inside its working windows
+    if opens is not None:
+        raise OutsideWindow(opens)
     if fresh:
         held.close()
         report = _recovered(config, worker, request)

@@ -206,6 +206,9 @@ class RunState:
     approval: ApprovalWait | None = None
     """A plan that waits for approval: the run waits for the verdict or the
     timeout (no worker held)."""
+    window_opens: float | None = None
+    """Set while the run's working windows (`[daemon] windows`) are closed: when
+    the next opens (seconds since the epoch; no worker held meanwhile)."""
     moves: int = 0
     """Times the run was placed again after losing its worker."""
     tokens: int = 0
@@ -236,7 +239,8 @@ def status_of(state: RunState, status: FleetStatus) -> dict[str, Any]:
         "iteration": state.last_number,
         "worker": state.placement.worker if state.placement else None,
         "waiting_for": state.waiting_for
-        or (waiting_line(state.approval) if status is FleetStatus.WAITING else None),
+        or (waiting_line(state.approval) if status is FleetStatus.WAITING else None)
+        or (window_line(state.window_opens) if status is FleetStatus.WAITING else None),
         "approval_deadline": moment(state.approval.deadline) if state.approval else None,
         "paused": state.paused,
         "pending_inputs": len(state.pending),
@@ -260,6 +264,12 @@ def waiting_line(approval: ApprovalWait | None) -> str | None:
         f"{what} until {moment(approval.deadline)}"
         f" (soda fleet approve|reject RUN {approval.iteration})"
     )
+
+
+def window_line(opens: float | None) -> str | None:
+    if opens is None:
+        return None
+    return f"the next working window, at {moment(opens)} (daemon.windows)"
 
 
 def approval_memo(state: RunState) -> dict[str, Any] | None:

@@ -94,6 +94,9 @@ class SodaRun:
                     state.fresh = True
             self._show(FleetStatus.RUNNING)
             report = await self._iterate(state, state.placement)
+            if report is None and state.window_opens is not None:
+                await self._wait_for_window(state, state.window_opens)
+                continue
             if report is None and state.waiting_for is not None:
                 continue
             if report is None:  # the worker was lost: place the run again
@@ -139,6 +142,9 @@ class SodaRun:
             if isinstance(exc.cause, TimeoutError):
                 return None
             cause = exc.cause
+            if isinstance(cause, ApplicationError) and cause.type == "OutsideWindow":
+                state.window_opens = float(cause.details[0])  # nothing ran: the record holds
+                return None
             state.fresh = True  # the attempt broke off: its local record is not trusted
             message = cause.message if isinstance(cause, ApplicationError) else str(exc)
             if isinstance(cause, ApplicationError) and cause.type == "UserError":
@@ -178,6 +184,19 @@ class SodaRun:
             except builtins.TimeoutError:  # (temporalio's TimeoutError is an activity's)
                 pass
         approval.expired = True
+
+    async def _wait_for_window(self, state: RunState, opens: float) -> None:
+        """Outside the run's working windows, as the daemon: no worker held until
+        the next one opens (or a person pauses or stops the run)."""
+        await self._release()
+        self._show(FleetStatus.WAITING)
+        left = opens - workflow.now().timestamp()
+        if left > 0:
+            with contextlib.suppress(builtins.TimeoutError):
+                await workflow.wait_condition(
+                    lambda: state.stopping or state.paused, timeout=timedelta(seconds=left)
+                )
+        state.window_opens = None
 
     def _verdict_due(self, state: RunState) -> bool:
         """The waiting plan's verdict can be taken: a person's is pending (its
