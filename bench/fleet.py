@@ -45,7 +45,7 @@ from soda.fleet.client import connect, describe, submit
 from soda.fleet.state import RunSettings, run_id
 from soda.loop.run import run_loop
 from soda.loop.session import Session
-from tests.fleet_helpers import DEMO, WorkerProcess, remote_project, start_worker
+from tests.fleet_helpers import DEMO, WorkerProcess, by_iteration, remote_project, start_worker
 from tests.scripts import NOT_MET, VERIFIED
 from tests.scripts import submit as answer
 
@@ -125,7 +125,8 @@ def long_script(iterations: int) -> list[dict[str, Any]]:
         }
         notes += [VERIFIED, NOT_MET, plan, {"agent": "executor", "tool_calls": [write]}]
         notes.append(answer("executor", done))
-    return [*DEMO[:10], *notes, *DEMO[10:]]
+    each = [notes[n * 5 : n * 5 + 5] for n in range(iterations)]
+    return by_iteration(DEMO[:10], *each, DEMO[10:])
 
 
 async def gaps(address: str, run: str) -> tuple[list[float], list[float]]:

@@ -8,6 +8,7 @@ import asyncio
 import contextlib
 import json
 import os
+import shlex
 import signal
 import subprocess
 import sys
@@ -25,18 +26,50 @@ SCRIPT = "fleet-script.json"
 """Committed in the sample (state/ is not): every clone replays the same script."""
 
 
+def by_iteration(*iterations: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """A script from each iteration's answers in turn, the first of each marked
+    with its number (an iteration with none has no mark): a run that goes on with
+    a new model (on another worker, or after it waited) goes on from its place."""
+    script: list[dict[str, Any]] = []
+    for number, answers in enumerate(iterations, 1):
+        if answers:
+            first, *rest = answers
+            script += [{**first, "iteration": number}, *rest]
+    return script
+
+
+DEMO_RUN = by_iteration(DEMO[:10], DEMO[10:])
+"""The demo's two iterations: iteration 1 merges, iteration 2 finds the spec met."""
+
+
 def remote_project(
-    tmp_path: Path, name: str, responses: list[dict[str, Any]] = DEMO, latency: float = 0.0
+    tmp_path: Path,
+    name: str,
+    responses: list[dict[str, Any]] = DEMO_RUN,
+    latency: float = 0.0,
+    notified: Path | None = None,
+    windows: list[str] | None = None,
 ) -> str:
     """The demo's sample project with its script, pushed to a bare repository;
-    the bare repository's path (the run's URL)."""
+    the bare repository's path (the run's URL). With `notified`, its
+    `notify_command` appends "EVENT ITERATION" to that file; `windows`: its
+    `[daemon] windows`."""
     src = tmp_path / f"{name}-src"
     prepare(src)
     python = json.dumps(sys.executable)[1:-1]
     script = {"latency_seconds": latency, "responses": responses}
     (src / SCRIPT).write_text(json.dumps(script).replace("{python}", python))
     toml = src / "soda.toml"
-    toml.write_text(toml.read_text().replace("state/demo-script.json", SCRIPT))
+    text = toml.read_text().replace("state/demo-script.json", SCRIPT)
+    if notified is not None:
+        command = f'echo "$SODA_EVENT $SODA_ITERATION" >> {shlex.quote(str(notified))}'
+        unset = "# notify_command = (not set)"
+        assert text.count(unset) == 1
+        text = text.replace(unset, f"notify_command = {json.dumps(command)}")
+    if windows is not None:
+        assert text.count("windows = []") == 1
+        text = text.replace("windows = []", f"windows = {json.dumps(windows)}")
+    toml.write_text(text)
     git(src, "add", "-A")
     git(src, "commit", "-q", "-m", "fleet script")
     bare = tmp_path / f"{name}.git"
@@ -172,23 +205,30 @@ _NOTES_EXECUTOR = [
         ],
     },
 ]
-TWO_TASKS = [
-    *DEMO[:4],
-    _planner_with(DEMO[4]["tool_calls"][0]["input"]["iteration_plan"]["tasks"][0], _NOTES_TASK),
-    *DEMO[5:10],
-    *_NOTES_EXECUTOR,
-    *DEMO[10:],
-]
+TWO_TASKS = by_iteration(
+    [
+        *DEMO[:4],
+        _planner_with(DEMO[4]["tool_calls"][0]["input"]["iteration_plan"]["tasks"][0], _NOTES_TASK),
+        *DEMO[5:10],
+        *_NOTES_EXECUTOR,
+    ],
+    DEMO[10:],
+)
 """Iteration 1 merges task a, then works on task b (with the model's latency)
 before its own merge: a window in which the first merge is only on the worker."""
-ASKING = [
-    *DEMO[:4],
-    {
-        "agent": "planner",
-        "tool_calls": [{"name": "ask_human", "input": {"question": "Is rounding in the spec?"}}],
-    },
-    *DEMO,
-]
+ASKING = by_iteration(
+    [
+        *DEMO[:4],
+        {
+            "agent": "planner",
+            "tool_calls": [
+                {"name": "ask_human", "input": {"question": "Is rounding in the spec?"}}
+            ],
+        },
+    ],
+    DEMO[:10],
+    DEMO[10:],
+)
 """The planner asks in iteration 1 (STUCK); after the answer the demo runs."""
 
 
@@ -203,6 +243,6 @@ LATER_TASK = {
     "description": "A later task: NOTES.md says what calc offers.",
     "risk": "low",
 }
-WITH_LATER_TASK = [*DEMO[:4], _planner_adding(LATER_TASK), *DEMO[5:]]
+WITH_LATER_TASK = by_iteration([*DEMO[:4], _planner_adding(LATER_TASK), *DEMO[5:10]], DEMO[10:])
 """The demo, with ORIENT of iteration 1 adding a Trace task for later (task 2;
 the plan's task is 3): still open when the run reaches DONE."""

@@ -173,7 +173,8 @@ def test_an_idle_daemon_wakes_for_a_suspended_plan_past_its_deadline(tmp_path: P
     config_path = prepare(tmp_path / "project")
     (config_path.parent / SCRIPT_PATH).write_text(json.dumps({"responses": []}))
     daemon = Daemon(config_path)
-    session = daemon._preflight()
+    run = daemon._preflight()
+    session = run._session  # the loop's own: the test reads its record
     try:
         kept = approvals.wait(
             session.db,
@@ -184,10 +185,10 @@ def test_an_idle_daemon_wakes_for_a_suspended_plan_past_its_deadline(tmp_path: P
             deadline=time.time() + 60,
         )
         daemon.idle = True  # as after the STUCK that suspended it
-        daemon._tick(session)
+        daemon._tick(run)
         assert rows(session) == []  # before the deadline, only a person wakes it
         approvals.expire(session.db, kept.id)
-        daemon._tick(session)
+        daemon._tick(run)
         assert rows(session)[0] == (1, "CONTINUE", "rejected")
         assert approvals.waiting(session.db) is None
         assert executor_calls(session) == 0

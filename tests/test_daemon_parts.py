@@ -21,7 +21,7 @@ from git import Repo
 
 from soda.cli.demo import prepare
 from soda.config import Config, DaemonConfig, load
-from soda.daemon.parts import in_window, keep_watching, parse_windows, rotate_log
+from soda.daemon.parts import keep_watching, rotate_log
 from soda.daemon.process import LOG_NAME, Daemon
 from soda.errors import ConfigError, UserError
 from soda.events import Events, notify
@@ -30,6 +30,7 @@ from soda.loop.recovery import recover
 from soda.store import open_db
 from soda.store.db import now
 from soda.system.lock import PID_NAME, acquire_lock, release_lock, running_pid
+from soda.system.windows import in_window, parse_windows
 from tests.conftest import git, insert_run, wait_for
 
 

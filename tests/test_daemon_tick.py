@@ -19,6 +19,7 @@ from soda.contracts import HumanInput
 from soda.contracts.outcomes import RunStatus
 from soda.daemon.process import Daemon
 from soda.human.write import write_input
+from soda.loop.host import Run
 from soda.loop.session import Session
 from soda.system.lock import release_lock
 
@@ -35,13 +36,19 @@ def daemon(tmp_path: Path) -> Iterator[tuple[Daemon, Session]]:
     config_path.write_text(text.replace("windows = []", 'windows = ["* 3 * * *"]'))
     (config_path.parent / SCRIPT_PATH).write_text(json.dumps({"responses": []}))
     daemon = Daemon(config_path)
-    session = daemon._preflight()
+    run = daemon._preflight()
+    session = run._session  # the loop's own: the test reads its record
     try:
         yield daemon, session
     finally:
         session.finish_run(RunStatus.STOPPED, "test over")
         release_lock(daemon.config.state_dir)
         session.db.conn.close()
+
+
+def loop_of(daemon: Daemon) -> Run:
+    assert daemon.loop is not None  # its preflight opened it
+    return daemon.loop
 
 
 def count(session: Session, table: str) -> int:
@@ -55,7 +62,7 @@ def test_a_tick_outside_the_working_windows_runs_nothing(
     soda, session = daemon
     write_input(session.config.state_dir, HumanInput(kind="correction", text="smaller steps"))
 
-    soda._tick(session, now=NOON)
+    soda._tick(loop_of(soda), now=NOON)
 
     assert [item.kind for item in session.human.pending()] == ["correction"]  # taken in
     assert count(session, "runs") == 0 and count(session, "iterations") == 0
@@ -66,7 +73,7 @@ def test_a_tick_outside_the_working_windows_runs_nothing(
         " (daemon.windows)"
     )
 
-    soda._tick(session, now=NIGHT)  # inside the window the same daemon works
+    soda._tick(loop_of(soda), now=NIGHT)  # inside the window the same daemon works
 
     assert count(session, "runs") == 1 and count(session, "iterations") == 1
     assert soda.idle  # the empty script HALTed it: idle until a person writes
@@ -86,7 +93,7 @@ def test_signal_handlers_only_set_flags_and_the_loop_acts_on_them(
 
     assert soda.flags.reload.is_set() and soda.wake.is_set()
     assert soda.config is before  # nothing reloaded in the handler
-    soda._tick(session, now=NOON)
+    soda._tick(loop_of(soda), now=NOON)
     assert not soda.flags.reload.is_set()
     assert soda.config is not before and soda.config.daemon.tick_seconds == 7.0
 
@@ -95,5 +102,5 @@ def test_signal_handlers_only_set_flags_and_the_loop_acts_on_them(
 
     assert soda.stopping.is_set() and soda.wake.is_set()
     assert session.stop_requested  # one flag: the session stops at its next safe point
-    soda._tick(session, now=NIGHT)  # stopping: not even inside the window
+    soda._tick(loop_of(soda), now=NIGHT)  # stopping: not even inside the window
     assert count(session, "runs") == 0

@@ -12,6 +12,7 @@ import sqlite3
 import subprocess
 import sys
 from collections.abc import Iterator
+from datetime import datetime
 from pathlib import Path
 from typing import Any
 
@@ -324,13 +325,15 @@ def test_a_run_that_moves_keeps_its_trace_tasks(
     assert landed(url) == ["1"]
 
 
-def test_a_question_is_answered_through_the_fleet(
+def test_a_question_is_answered_through_the_fleet_and_each_ending_told(
     server: Server, workers: list[WorkerProcess], tmp_path: Path
 ) -> None:
-    url = remote_project(tmp_path, "asks", ASKING)
+    notified = tmp_path / "notified.txt"  # the repository's notify_command writes here
+    url = remote_project(tmp_path, "asks", ASKING, notified=notified)
     run = submit(server, url)
     stuck = wait_status(server.address, run, {"waiting"}, RUN_SECONDS)
     assert "Is rounding in the spec?" in stuck["status"]["waiting_for"]
+    assert notified.read_text().splitlines() == ["STUCK 1"]  # told before the run waited
     for worker in workers:  # a waiting run holds no worker: lose them all
         worker.kill()
     shown = fleet(server, "status", run)  # the server answers with every worker down
@@ -342,6 +345,7 @@ def test_a_question_is_answered_through_the_fleet(
     done = wait_status(server.address, run, {"done"}, RUN_SECONDS)
     assert [h["outcome"] for h in done["history"]] == ["stuck", "merged", "done"]
     assert landed(url) == ["2"]
+    assert notified.read_text().splitlines() == ["STUCK 1", "DONE 3"]  # as the daemon tells
     assert {h["worker"] for h in done["history"][1:]} == {workers[-1].name}
 
 
@@ -395,3 +399,21 @@ def test_a_paused_run_holds_no_worker_and_goes_on_when_resumed(
     assert paused["status"]["worker"] is None and paused["status"]["phase"] is None
     assert fleet(server, "resume", run).exit_code == 0
     assert_done_once(server, run, url)
+
+
+def test_a_run_outside_its_working_windows_waits_holding_no_worker(
+    server: Server, workers: list[WorkerProcess], tmp_path: Path
+) -> None:
+    """As the daemon, a fleet run starts iterations only inside `[daemon] windows`;
+    outside them it waits for the next one, with no worker and no iteration."""
+    later = (datetime.now().hour + 12) % 24  # the window opens in about 12 hours
+    url = remote_project(tmp_path, "nights", windows=[f"* {later} * * *"])
+    run = submit(server, url)
+    waiting = wait_status(server.address, run, {"waiting"}, RUN_SECONDS)
+    status = waiting["status"]
+    assert status["waiting_for"].startswith("the next working window, at ")
+    assert status["waiting_for"].endswith("(daemon.windows)")
+    assert status["worker"] is None and status["iteration"] == 0
+    assert waiting["history"] == [] and landed(url) == []
+    assert fleet(server, "stop", run).exit_code == 0
+    wait_status(server.address, run, {"stopped"}, 30)

@@ -19,10 +19,19 @@ from typing import Any
 
 import pytest
 
+from soda.contracts.outcomes import TaskStatus
 from soda.fleet.iteration import HeldRun, Progress, run_one
 from soda.fleet.state import HumanSignal, IterationReport, IterationRequest, RunSettings
+from soda.store import tasks
 from tests.conftest import git, wait_for
-from tests.fleet_helpers import DEMO, WorkerProcess, describe, remote_project, start_worker
+from tests.fleet_helpers import (
+    DEMO,
+    WorkerProcess,
+    by_iteration,
+    describe,
+    remote_project,
+    start_worker,
+)
 from tests.fleet_helpers import wait_status as wait_for_status
 from tests.test_fleet import RUN_SECONDS, Server, fleet, landed, submit, worker_db
 from tests.test_merge_approval import conftest_script
@@ -44,8 +53,16 @@ def workers() -> Iterator[list[WorkerProcess]]:
         worker.stop()
 
 
+APPROVED = by_iteration(DEMO[:5], DEMO[5:10], DEMO[10:])
+"""The demo with its plan waiting for approval: iteration 1 plans, iteration 2
+runs the approved plan, iteration 3 finds the spec met."""
+HELD_MERGE = by_iteration(conftest_script()[:10], [], conftest_script()[10:])
+"""Iteration 1 holds its merge; iteration 2 merges the kept work (no model call);
+iteration 3 finds the spec met."""
+
+
 def approving(
-    tmp_path: Path, name: str, timeout: float, script: list[dict[str, Any]] = DEMO
+    tmp_path: Path, name: str, timeout: float, script: list[dict[str, Any]] = APPROVED
 ) -> tuple[str, Path]:
     """A sample project whose plans all wait for approval (threshold low), and the
     soda.toml to submit it with."""
@@ -134,7 +151,9 @@ def test_the_deadline_holds_with_every_worker_down(
     server: Server, workers: list[WorkerProcess], tmp_path: Path
 ) -> None:
     timeout = 5
-    url, config = approving(tmp_path, "lapses", timeout, script=[*DEMO[:5], *DEMO[:5]])
+    url, config = approving(
+        tmp_path, "lapses", timeout, script=by_iteration(DEMO[:5], [], DEMO[:5])
+    )
     workers.append(start_worker(server.address, tmp_path, "first", slots=1))
     run = submit(server, url, "--config", str(config))
     held = waiting_for_approval(server, run, 1)
@@ -213,7 +232,7 @@ def test_a_fresh_worker_takes_up_the_waiting_plan_from_the_workflow(tmp_path: Pa
         first = run_one(
             tmp_path / "a",
             "a",
-            IterationRequest("run", settings, 1, True, [], [], None, []),
+            IterationRequest("run", settings, 1, True, [], [], []),
             Progress(),
             print,
             first_worker,
@@ -226,9 +245,9 @@ def test_a_fresh_worker_takes_up_the_waiting_plan_from_the_workflow(tmp_path: Pa
         second = _approved_on_a_fresh_worker(tmp_path, settings, first, second_worker)
         assert (second.summary.ending, second.summary.outcome) == ("continue", "merged")
         assert second.approval is None and second.delivered == [1]
-        session = second_worker.session
-        assert session is not None
-        closed = [t.id for t in session.tracker.list() if t.status == "closed"]
+        run = second_worker.run
+        assert run is not None
+        closed = [t.id for t in tasks.of_milestone(run.db, run.milestone.name, TaskStatus.CLOSED)]
         assert set(ids) <= set(closed)
     finally:
         first_worker.close()
@@ -248,14 +267,14 @@ def test_a_fresh_worker_merges_a_held_merge_from_the_remote(tmp_path: Path) -> N
     """The worker's part without Temporal: the held merge's work reaches the
     remote with the report; a fresh worker given the approval fetches it and
     merges it (the gate run again there), and the kept ref goes."""
-    url = remote_project(tmp_path, "kept", conftest_script())
+    url = remote_project(tmp_path, "kept", HELD_MERGE)
     settings = RunSettings(url)
     first_worker, second_worker = HeldRun(), HeldRun()
     try:
         first = run_one(
             tmp_path / "a",
             "a",
-            IterationRequest("run", settings, 1, True, [], [], None, []),
+            IterationRequest("run", settings, 1, True, [], [], []),
             Progress(),
             print,
             first_worker,
@@ -272,10 +291,12 @@ def test_a_fresh_worker_merges_a_held_merge_from_the_remote(tmp_path: Path) -> N
         assert landed(url) == ["2"]
         assert "the project's shared" in git(Path(url), "show", "soda/spec:tests/conftest.py")
         assert remote_ref(url, KEPT) is None  # spent: deleted on the remote too
-        session = second_worker.session
-        assert session is not None
-        assert session.tracker.show(2).status == "closed"
-        calls = session.db.execute("SELECT count(*) FROM agent_calls WHERE agent = 'executor'")
+        run = second_worker.run
+        assert run is not None
+        assert 2 in [
+            t.id for t in tasks.of_milestone(run.db, run.milestone.name, TaskStatus.CLOSED)
+        ]
+        calls = run.db.execute("SELECT count(*) FROM agent_calls WHERE agent = 'executor'")
         assert calls.fetchone()[0] == 0  # the kept work merged: no executor ran here
     finally:
         first_worker.close()
@@ -286,7 +307,7 @@ def test_a_held_merge_outlives_its_worker_and_lands_on_another(
     server: Server, workers: list[WorkerProcess], tmp_path: Path
 ) -> None:
     workers.append(start_worker(server.address, tmp_path, "holder", slots=1))
-    url = remote_project(tmp_path, "held", conftest_script())
+    url = remote_project(tmp_path, "held", HELD_MERGE)
     run = submit(server, url, "--keep-checkout")  # read after DONE
     held = waiting_for_approval(server, run, 1)
     status = held["status"]
@@ -337,7 +358,6 @@ def _approved_on_a_fresh_worker(
     person's approval of iteration 1 and the wait `first` reported."""
     approve = HumanSignal(1, "approve", {"kind": "approve", "target": 1})
     request = IterationRequest(
-        "run", settings, 2, True, [first.summary], [approve], first.model_position, [],
-        first.approval,
+        "run", settings, 2, True, [first.summary], [approve], [], first.approval,
     )  # fmt: skip
     return run_one(tmp_path / "b", "b", request, Progress(), print, worker)

@@ -39,11 +39,10 @@ def request(
     number: int,
     fresh: bool,
     history: list[IterationSummary],
-    position: int | None,
     tasks: list[CarriedTask],
 ) -> IterationRequest:
     return IterationRequest(
-        "run", settings, number, fresh, history, [], position, [], tasks=tasks, token=TOKEN
+        "run", settings, number, fresh, history, [], [], tasks=tasks, token=TOKEN
     )
 
 
@@ -61,7 +60,7 @@ def first_iteration(tmp_path: Path, held: HeldRun) -> tuple[str, RunSettings, It
     url = remote_project(tmp_path, "landed", WITH_LATER_TASK)
     settings = RunSettings(url)
     first = run_one(
-        tmp_path / "a", "a", request(settings, 1, True, [], None, []), Progress(), print, held
+        tmp_path / "a", "a", request(settings, 1, True, [], []), Progress(), print, held
     )
     assert (first.summary.outcome, first.summary.worker) == ("merged", "a")
     later = next(task for task in first.tasks if task.title == LATER_TASK["title"])
@@ -79,20 +78,20 @@ def test_a_lost_report_is_read_from_the_remote_and_the_run_goes_on(tmp_path: Pat
         assert first.summary.merged_commit == git(Path(url), "rev-parse", "soda/spec")
         # Worker a is lost before the workflow hears of it: b is handed iteration 1 again.
         again = run_one(
-            tmp_path / "b", "b", request(settings, 1, True, [], None, []), Progress(), print, taker
+            tmp_path / "b", "b", request(settings, 1, True, [], []), Progress(), print, taker
         )
-        assert again == first  # a's own report: the model's place, learnings, tasks
-        assert taker.session is None  # nothing ran: no model call, no merge
+        assert again == first  # a's own report: learnings, tasks
+        assert taker.run is None  # nothing ran: no model call, no merge
         assert merges(url).count("Soda-Iteration: 1") == 1
         # b's record holds the Trace tasks a left, with their ids and titles.
         carried = [(t.id, t.title, t.status) for t in first.tasks]
         assert task_rows(tmp_path / "b") == carried
         assert task_rows(tmp_path / "a")[: len(carried)] == carried
-        # The scripted model goes on from a's place in its script: no replay.
+        # The scripted model starts at iteration 2's answers: no replay.
         done = run_one(
             tmp_path / "b",
             "b",
-            request(settings, 2, False, [again.summary], again.model_position, again.tasks),
+            request(settings, 2, False, [again.summary], again.tasks),
             Progress(),
             print,
             taker,
@@ -119,7 +118,7 @@ def test_merges_without_their_report_are_recorded_from_their_trailers(tmp_path: 
         again = run_one(
             tmp_path / "b",
             "b",
-            request(settings, 1, True, [], 7, carried),
+            request(settings, 1, True, [], carried),
             Progress(),
             print,
             taker,
@@ -127,10 +126,9 @@ def test_merges_without_their_report_are_recorded_from_their_trailers(tmp_path: 
         assert (again.summary.outcome, again.summary.worker) == ("merged", "b")
         assert again.summary.merged_commit == first.summary.merged_commit
         assert "reached the remote" in again.summary.reason
-        assert again.model_position == 7  # the workflow's, from before the iteration
         closed = next(t for t in again.tasks if t.id == planned.id)
         assert closed.status == "closed"  # its merge names it (Soda-Task)
-        assert taker.session is None
+        assert taker.run is None
         assert merges(url).count("Soda-Iteration: 1") == 1
         assert (planned.id, planned.title, "closed") in task_rows(tmp_path / "b")
     finally:
@@ -153,14 +151,14 @@ def test_a_merge_the_remote_refuses_is_not_reported_as_landed(
             run_one(
                 tmp_path / "a",
                 "a",
-                request(RunSettings(url), 1, True, [], None, []),
+                request(RunSettings(url), 1, True, [], []),
                 Progress(),
                 print,
                 held,
             )
         assert tries.read_text().count("try") == 3  # retried, then given up
         assert not git(Path(url), "branch", "--list", "soda/spec")  # the remote never had it
-        assert held.session is None  # the next attempt starts afresh from the remote
+        assert held.run is None  # the next attempt starts afresh from the remote
     finally:
         held.close()
 

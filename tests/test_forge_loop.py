@@ -173,21 +173,22 @@ def test_the_idle_daemon_finishes_done_and_wakes_for_a_writer(
     with_forge(root, fake_forge, monkeypatch)
     fake_forge.ci = "ci"
     daemon = Daemon(root / "soda.toml")
-    session = daemon._preflight()
+    run = daemon._preflight()
+    session = run._session  # the loop's own: the test reads its record
     try:
         while not daemon.idle:
-            daemon._tick(session)
+            daemon._tick(run)
         assert session.db.execute("SELECT count(*) FROM iterations").fetchone()[0] == 2
         assert fake_forge.pulls[1]["draft"]  # DONE, but CI still runs
         assert "waits for its checks" in capsys.readouterr().out
         assert "waits for the checks" in soda("status", cwd=root).stdout
         assert session.pulls is not None
 
-        daemon._tick(session)  # CI still running: nothing changes
+        daemon._tick(run)  # CI still running: nothing changes
         assert fake_forge.pulls[1]["draft"]
         fake_forge.finish_ci(git(root, "rev-parse", "soda/spec"), "success")
         session.pulls.last_poll = float("-inf")  # the next tick is a poll
-        daemon._tick(session)
+        daemon._tick(run)
         assert not fake_forge.pulls[1]["draft"] and daemon.idle
         assert daemon._next_wake() == (
             "when a person writes (soda tell, state/inbox/, the spec, or the pull request)"
@@ -195,15 +196,15 @@ def test_the_idle_daemon_finishes_done_and_wakes_for_a_writer(
         assert session.db.execute("SELECT count(*) FROM iterations").fetchone()[0] == 2
 
         session.pulls.last_poll = float("-inf")
-        daemon._tick(session)  # reads the pull request soda made ready
+        daemon._tick(run)  # reads the pull request soda made ready
         costly = fake_forge.costly
         session.pulls.last_poll = float("-inf")
-        daemon._tick(session)  # nothing new: free, and no rate limit spent
+        daemon._tick(run)  # nothing new: free, and no rate limit spent
         assert fake_forge.costly == costly and daemon.idle
 
         fake_forge.add_review_comment(1, "alice", "OWNER", "Name it quotient", "calc.py", 3)
         session.pulls.last_poll = float("-inf")
-        daemon._tick(session)  # the comment wakes it: an iteration reads it
+        daemon._tick(run)  # the comment wakes it: an iteration reads it
         assert session.db.execute("SELECT count(*) FROM iterations").fetchone()[0] == 3
         claims = session.db.execute("SELECT claims_json FROM iterations WHERE number = 3")
         assert "Review comment by alice on calc.py line 3: Name it quotient" in claims.fetchone()[0]

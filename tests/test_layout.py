@@ -22,6 +22,9 @@ from soda import ALLOWED_CIRCLES, LAYERS
 ROOT = Path(soda.__file__).resolve().parent
 SKIPPED = {"__main__"}
 """`python -m soda`: the entry point, which only calls the CLI."""
+LOOP_DOORS = frozenset({"soda.loop.host", "soda.loop.policy"})
+"""The loop's modules a host or a face may import: the door and the policy. The
+`Session` and the phases are the loop's own business."""
 
 
 def modules(root: Path) -> dict[str, Path]:
@@ -128,6 +131,15 @@ def check(root: Path) -> list[str]:
             there = room(target)
             if here and there and here != there and there not in LAYERS.get(here, frozenset()):
                 problems.append(f"{source} imports {target}: {here} may not import {there}")
+    for source, targets in sorted(graph.items()):
+        if room(source) == "loop":
+            continue
+        for target in sorted(targets):
+            if room(target) == "loop" and target not in LOOP_DOORS:
+                problems.append(
+                    f"{source} imports {target}: outside soda/loop/, only the door"
+                    " (soda.loop.host) and the policy (soda.loop.policy)"
+                )
     cut = {
         name: {t for t in targets if (name, t) not in ALLOWED_CIRCLES}
         for name, targets in graph.items()
@@ -193,6 +205,18 @@ OLD_BREACHES = [
         "from soda.events import Events",
         "soda.store.db imports soda.events: store may not import events",
     ),
+    (
+        "fleet/iteration.py",
+        "from soda.loop.session import Session  # as it wrote four of its fields",
+        "soda.fleet.iteration imports soda.loop.session: outside soda/loop/, only the door"
+        " (soda.loop.host) and the policy (soda.loop.policy)",
+    ),
+    (
+        "daemon/process.py",
+        "from soda.loop.pr import poll_idle",
+        "soda.daemon.process imports soda.loop.pr: outside soda/loop/, only the door"
+        " (soda.loop.host) and the policy (soda.loop.policy)",
+    ),
 ]
 
 
@@ -205,6 +229,21 @@ def test_the_check_catches_each_old_circle_and_upward_import(
     target = copy / file
     target.write_text(target.read_text(encoding="utf-8") + f"\n{line}\n", encoding="utf-8")
     assert said in check(copy)
+
+
+def test_the_hosts_hold_the_loop_by_its_door_only() -> None:
+    """Nothing outside soda/loop/ reaches behind the door (`Run._session`), and the
+    fleet reads no iteration row (the door's report says what it needs)."""
+    reach = []
+    for name, path in modules(ROOT).items():
+        if room(name) == "loop":
+            continue
+        tree = ast.parse(path.read_text(encoding="utf-8"))
+        if any(isinstance(n, ast.Attribute) and n.attr == "_session" for n in ast.walk(tree)):
+            reach.append(name)
+        if room(name) == "fleet" and "soda.store.history" in imports(name, path, modules(ROOT)):
+            reach.append(f"{name} (soda.store.history)")
+    assert reach == []
 
 
 def test_a_new_room_must_be_in_the_table(tmp_path: Path) -> None:

@@ -43,7 +43,8 @@ def edit(path: Path, old: str, new: str) -> None:
 def test_after_a_reload_every_holder_reads_the_new_config(tmp_path: Path) -> None:
     config_path = prepare(tmp_path / "project")
     daemon = Daemon(config_path)
-    session = daemon._preflight()
+    run = daemon._preflight()
+    session = run._session  # the loop's own: the test reads its record
     try:
         # One reference, not copies: a holder added later reads through it too.
         assert session.live is daemon.live
@@ -57,7 +58,7 @@ def test_after_a_reload_every_holder_reads_the_new_config(tmp_path: Path) -> Non
         edit(config_path, "max_cost_usd = 10.0", "max_cost_usd = 2.5")
         edit(config_path, "network = false", "network = true")
         edit(config_path, '[model.prices."claude-haiku-4-5"]', '[model.prices."scripted"]')
-        daemon._reload(session)
+        daemon._reload(run)
 
         after = daemon.config
         assert after is not before
@@ -78,7 +79,7 @@ def test_after_a_reload_every_holder_reads_the_new_config(tmp_path: Path) -> Non
         assert [event["kind"] for event in reloaded(session)] == ["config.reloaded"]
 
         edit(config_path, 'provider = "scripted"\n', 'provider = "gemini"\n')
-        daemon._reload(session)  # refused: nobody's config changes
+        daemon._reload(run)  # refused: nobody's config changes
 
         assert all(config is after for config in holders(daemon, session).values())
         refused = reloaded(session)[-1]

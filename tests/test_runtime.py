@@ -191,6 +191,39 @@ def test_script_file_errors_name_the_file(tmp_path: Path) -> None:
         ScriptedModel.from_file(bad)
 
 
+def test_a_model_that_starts_mid_run_begins_at_its_iterations_mark(setup) -> None:
+    """A scripted model new to a run (its run moved to another process) starts at
+    the answer marked with the iteration it is first asked for; one that has
+    answered goes on in order, whatever the marks say."""
+    _, make = setup
+    first = {**submit(ASSESSMENT), "iteration": 1}
+    second = {**submit({**ASSESSMENT, "summary": "iteration two"}), "iteration": 2}
+
+    def ask(runner: AgentRunner, iteration: int) -> str:
+        asking = runner.recording_to(runner.record, iteration)
+        answer = asking.run(load_agent("assessor", Assessment), INPUTS, Echo())
+        return answer.value.summary
+
+    model, runner, _ = make([first, second])
+    assert ask(runner, 2) == "iteration two" and model.position == 2
+    assert [request.iteration for request in model.requests] == [2]
+    unmarked = submit({**ASSESSMENT, "summary": "unmarked"})
+    model, runner, _ = make([first, unmarked, second])
+    assert ask(runner, 1) == "not yet"
+    assert ask(runner, 2) == "unmarked"  # it answered before: in order, past the mark
+
+
+@pytest.mark.parametrize("mark", [0, "2", True, None])
+def test_a_bad_iteration_mark_names_the_answer(tmp_path: Path, mark: Any) -> None:
+    entries = [{**submit(ASSESSMENT), "iteration": 1}, {**submit(ASSESSMENT), "iteration": mark}]
+    if mark is None:
+        entries[1]["iteration"] = 1  # twice
+    path = tmp_path / "script.json"
+    path.write_text(json.dumps({"responses": entries}))
+    with pytest.raises(InputError, match="script.json: response 1: iteration is the number"):
+        ScriptedModel.from_file(path)
+
+
 def agent_events(db: Any) -> list[tuple[str, dict[str, Any]]]:
     rows = db.execute(
         "SELECT kind, data_json FROM events WHERE kind IN ('agent.start', 'agent.end') ORDER BY id"

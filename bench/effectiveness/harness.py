@@ -31,9 +31,9 @@ from bench.effectiveness.fake import FAKE_MODEL_ID
 from bench.effectiveness.suite import Task
 from soda.cli.init import init_project
 from soda.config import Config, ModelConfig, ProjectConfig, load
-from soda.loop.recovery import pid_alive
 from soda.repo.git import commit_all, init_repo
 from soda.system.lifecycle import kill_leftovers
+from soda.system.lock import pid_alive
 
 WORKER = Path(__file__).resolve().parent / "worker.py"
 NO_PERSON_WAIT_S = 5.0

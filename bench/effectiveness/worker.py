@@ -32,7 +32,7 @@ def run(repo: Path, fake: str | None, task_dir: Path | None) -> dict[str, Any]:
     from soda.cli.run import drive
     from soda.config import load
     from soda.errors import UserError
-    from soda.loop.session import Session
+    from soda.loop.host import open_run
 
     model = None
     if fake is not None:
@@ -42,15 +42,15 @@ def run(repo: Path, fake: str | None, task_dir: Path | None) -> dict[str, Any]:
         assert task_dir is not None
         model = fake_model(load_task(task_dir), fake)
     try:
-        session = Session.open(load(repo / "soda.toml"), model=model)
-        result, _merged = drive(session, lambda line: print(line, flush=True))
+        loop = open_run(load(repo / "soda.toml"), model=model)
+        result, _merged = drive(loop, lambda line: print(line, flush=True))
     except UserError as exc:  # a key missing, the jail unavailable: nothing ran
         return {"ending": "error", "reason": str(exc)}
     return {
         "ending": result.ending.value,
         "reason": result.reason,
         "iteration": result.number,
-        "milestone_branch": session.milestone.branch,
+        "milestone_branch": loop.milestone.branch,
     }
 
 

@@ -70,17 +70,22 @@ class AgentRunner:
         self.record = record
         self.should_stop: Callable[[], bool] = lambda: False
         """Checked before every model call: the safe point where a signal takes effect."""
+        self.iteration: int | None = None
+        """The iteration its requests are made for (None outside one)."""
 
     @property
     def config(self) -> Config:
         """The current config (a reload swaps it in `live`)."""
         return self.live.current
 
-    def recording_to(self, record: Recorder) -> AgentRunner:
+    def recording_to(self, record: Recorder, iteration: int | None = None) -> AgentRunner:
         """The same runner, recording its calls and events with `record` (an
-        iteration's recorder, or a task's locked view of it)."""
+        iteration's recorder, or a task's locked view of it); `iteration`: the
+        iteration it asks for from now on (None: the same as before)."""
         runner = copy.copy(self)
         runner.record = record
+        if iteration is not None:
+            runner.iteration = iteration
         return runner
 
     def limits(self, agent: Agent[Any]) -> Limits:
@@ -162,6 +167,7 @@ class AgentRunner:
                 max_tokens=conversation.max_tokens,
                 must_call=must_call,
                 thinking=0 if must_call else limits.thinking,
+                iteration=self.iteration,
                 on_event=self.record.event,
             )
             try:

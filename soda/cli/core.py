@@ -101,7 +101,7 @@ def run(
     Example: soda run --once --json
     """
     from soda.cli.progress import show_progress
-    from soda.loop.session import Session
+    from soda.loop.host import open_run
 
     project = project_of(ctx)
     tell = say_err if as_json else say
@@ -109,19 +109,17 @@ def run(
         from soda.cli.plan import preview_plan
 
         raise typer.Exit(preview_plan(project, tell))
-    session = Session.open(project.config)
-    if max_iterations is not None:
-        session.max_iterations = max_iterations
-    with show_progress(session.events, err if as_json else out):
-        result, merged = drive(session, tell, once=once)
-    tell(ending_line(result, session.milestone.branch, merged))
+    run = open_run(project.config, max_iterations=max_iterations)
+    with show_progress(run.events, err if as_json else out):
+        result, merged = drive(run, tell, once=once)
+    tell(ending_line(result, run.milestone.branch, merged))
     if as_json:
         summary = {
             "ending": result.ending.value,
             "exit_code": result.ending.exit_code,
             "iteration": result.number,
             "reason": result.reason,
-            "milestone_branch": session.milestone.branch,
+            "milestone_branch": run.milestone.branch,
             "merged_commit": merged,
         }
         typer.echo(json.dumps(summary))
@@ -144,17 +142,17 @@ def demo(
     from soda.cli.progress import show_progress
     from soda.cli.report import history_table
 
-    target, session = start_demo(directory, say)
-    with show_progress(session.events, out):
-        result, merged = drive(session, say)
-    out.print(history_table(session.db))
+    target, run = start_demo(directory, say)
+    with show_progress(run.events, out):
+        result, merged = drive(run, say)
+    out.print(history_table(run.db))
     for line in NO_COST_NOTE:
         say(line)
-    say(ending_line(result, session.milestone.branch, merged))
+    say(ending_line(result, run.milestone.branch, merged))
     cmd = soda_command()
     say(
         f"Look around:\n  cd {shlex.quote(str(target))}\n  {cmd} history\n  {cmd} show 1\n"
-        f"  {cmd} tasks\n  git log --graph --oneline {session.milestone.branch}\n"
+        f"  {cmd} tasks\n  git log --graph --oneline {run.milestone.branch}\n"
         f"  sqlite3 {shlex.quote(str(target / 'state' / 'soda.db'))}"
     )
     raise typer.Exit(result.ending.exit_code)

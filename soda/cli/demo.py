@@ -18,7 +18,7 @@ from pathlib import Path
 from soda.cli.init import init_project
 from soda.config import CONFIG_NAME, ActConfig, Config, ModelConfig, ProjectConfig, load
 from soda.errors import InputError
-from soda.loop.session import Session
+from soda.loop.host import Run, open_run
 from soda.repo.git import commit_all, init_repo
 
 ASSETS = Path(__file__).resolve().parent.parent / "demo"
@@ -70,12 +70,12 @@ NO_COST_NOTE = (
 """What `soda demo` says under its history table about the zeros in it."""
 
 
-def start_demo(directory: Path | None, say: Callable[[str], None]) -> tuple[Path, Session]:
+def start_demo(directory: Path | None, say: Callable[[str], None]) -> tuple[Path, Run]:
     """Create the sample project in `directory` (default: a new temporary
-    directory) and open a session on it, ready for `soda.loop.run_loop`."""
+    directory) and open a run of the loop on it (soda.loop.host)."""
     target = directory or Path(tempfile.mkdtemp(prefix="soda-demo-"))
     say(f"soda demo in {target}")
     say("The model is SCRIPTED: a shipped script stands in for the LLM, so no network or key")
     say("is needed. Everything else is real: git worktrees, tool calls, tests, the merge gate.")
     config = load(prepare(target.resolve()))
-    return target, Session.open(config)
+    return target, open_run(config)

@@ -1,7 +1,7 @@
 """The plan commands: `soda plan` (a plan-only preview) and `soda answer` (a
 person's answer to an agent's question); `soda.cli.main` registers them by importing this module.
 
-`soda plan` runs SENSE, ORIENT and DECIDE (`soda.loop.plan_only`), prints the plan as
+`soda plan` runs SENSE, ORIENT and DECIDE (`soda.loop.host.preview`), prints the plan as
 a DAG and leaves the repository as it found it.
 """
 
@@ -18,7 +18,7 @@ from soda.cli.app import Project, app, by_cli, handled, project_of, queue, recor
 def preview_plan(project: Project, say: Callable[[str], None]) -> int:
     """Run a plan-only iteration and print it; returns the exit code (errors go to
     the caller's handler: a plan ORIENT could not make valid is structural, exit 4)."""
-    from soda.loop.plan_only import preview, render_preview
+    from soda.loop.host import preview, render_preview
 
     config = project.config
     for line in render_preview(preview(config, say), config):

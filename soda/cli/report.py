@@ -10,7 +10,7 @@ from rich.table import Table
 from sqlite_utils import Database
 
 from soda.errors import InputError
-from soda.loop.iteration_report import report_summary
+from soda.loop.host import report_summary
 from soda.store import events as event_rows
 from soda.store import history, human_inputs
 

@@ -11,8 +11,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
-    from soda.loop.run import IterationResult
-    from soda.loop.session import Session
+    from soda.loop.host import IterationResult, Run
 
 
 class MergeWatch:
@@ -20,12 +19,10 @@ class MergeWatch:
     latest iteration of this run landed a merge commit (read from its record),
     so every merge is printed with its commit as it happens."""
 
-    def __init__(self, session: Session, say: Callable[[str], None]) -> None:
-        from soda.store import runs
-
-        self.session = session
+    def __init__(self, run: Run, say: Callable[[str], None]) -> None:
+        self.run = run
         self.say = say
-        self.first = runs.next_iteration_number(session.db)
+        self.first = run.next_number
         self.merged: list[str] = []
 
     def __call__(self, line: str) -> None:
@@ -33,47 +30,42 @@ class MergeWatch:
         self.check()
 
     def check(self) -> None:
-        from soda.store import history, runs
+        from soda.store import history
 
-        latest = runs.next_iteration_number(self.session.db) - 1
+        latest = self.run.next_number - 1
         if latest < self.first:
             return
-        row = history.iteration(self.session.db, latest)
+        row = history.iteration(self.run.db, latest)
         commit = row["merged_commit"] if row else None
         if commit and commit not in self.merged:
             self.merged.append(commit)
-            self.say(f"merged: {commit} onto {self.session.milestone.branch} (iteration {latest})")
+            self.say(f"merged: {commit} onto {self.run.milestone.branch} (iteration {latest})")
 
 
 def drive(
-    session: Session, say: Callable[[str], None], once: bool = False
+    run: Run, say: Callable[[str], None], once: bool = False
 ) -> tuple[IterationResult, str | None]:
     """Run the loop, printing the milestone branch first and every merge commit
     as it lands; the result and the last merge commit of this run (or None).
     SIGTERM and SIGINT stop it as they stop the daemon (soda.system.lifecycle)."""
-    from soda.contracts.outcomes import RunStatus
-    from soda.loop.run import Ending, IterationResult, run_loop
+    from soda.contracts.outcomes import Ending, RunStatus
+    from soda.loop.host import IterationResult
     from soda.system.lifecycle import stop_signals
 
-    config = session.config
-    tip = session.repo.heads[session.milestone.branch].commit.hexsha
-    say(
-        f"milestone branch {session.milestone.branch} (from {config.project.base_branch},"
-        f" tip {tip[:10]})"
-    )
-    watch = MergeWatch(session, say)
-
-    def stop_soon() -> None:
-        session.stop_requested = True
+    config = run.config
+    branch = run.milestone.branch
+    tip = run.repo.heads[branch].commit.hexsha
+    say(f"milestone branch {branch} (from {config.project.base_branch}, tip {tip[:10]})")
+    watch = MergeWatch(run, say)
 
     # SIGTERM/SIGINT as for the daemon: the first kills the commands running and
     # stops at the next safe point, the second at once; the records close.
     try:
-        with stop_signals(stop_soon):
-            result = run_loop(session, watch, once=once, should_stop=lambda: session.stop_requested)
+        with stop_signals(run.stop_soon):
+            result = run.loop(watch, once=once, should_stop=lambda: run.stop_requested)
     except KeyboardInterrupt:
-        session.finish_run(RunStatus.INTERRUPTED, "stopped at once by a second signal")
-        number = session.next_iteration_number() - 1
+        run.finish(RunStatus.INTERRUPTED, "stopped at once by a second signal")
+        number = run.next_number - 1
         result = IterationResult(number, Ending.INTERRUPTED, "stopped at once by a second signal")
     watch.check()
     return result, (watch.merged[-1] if watch.merged else None)
@@ -82,7 +74,7 @@ def drive(
 def ending_line(result: IterationResult, branch: str, merged: str | None) -> str:
     """The last line of `soda run` and `soda demo`: how the run ended, in words,
     with its exit code. The reason itself was printed by the loop already."""
-    from soda.loop.run import Ending
+    from soda.contracts.outcomes import Ending
 
     n, cmd = result.number, soda_command()
     where = (

@@ -253,6 +253,53 @@ class RunStatus(StrEnum):
     """A `soda plan` preview: one plan-only iteration, then the run ends."""
 
 
+class Ending(StrEnum):
+    """How one iteration (and so a run that stops after it) ended, for its host:
+    `soda run`'s exit code, the daemon's and the fleet's next step
+    (`soda.loop.policy`); a fleet run's history keeps it as text."""
+
+    DONE = "done"
+    CONTINUE = "continue"
+    STUCK = "stuck"
+    HALT = "halt"
+    TRANSIENT = "transient"
+    INTERRUPTED = "interrupted"
+
+    @property
+    def exit_code(self) -> int:
+        """0 DONE (and CONTINUE after --once), 3 STUCK, 4 HALT, 5 transient."""
+        return {Ending.STUCK: 3, Ending.HALT: 4, Ending.TRANSIENT: 5}.get(self, 0)
+
+    @property
+    def run_status(self) -> RunStatus:
+        """The run's status when it ends here: one that would go on was stopped."""
+        return RunStatus.STOPPED if self is Ending.CONTINUE else RunStatus(self.value)
+
+
+class FleetStatus(StrEnum):
+    """Where a fleet run stands, as its workflow's memo says (`soda fleet status`)."""
+
+    STARTING = "starting"
+    """Submitted; the workflow has not shown anything yet."""
+    PLACING = "placing"
+    """Waiting for a worker with a free slot."""
+    RUNNING = "running"
+    """An iteration runs on its worker."""
+    WAITING = "waiting"
+    """For a person (after STUCK or HALT, or a user error), a verdict on a plan
+    or merge held for approval, or the next working window; no worker held."""
+    PAUSED = "paused"
+    """A person paused it; no worker held."""
+    RETRYING = "retrying"
+    """A transient failure: the next iteration starts after a short wait."""
+    DONE = "done"
+    """Ended: the spec is met and no input waits."""
+    STUCK = "stuck"
+    """Ended: it used its iterations (`max_iterations`)."""
+    STOPPED = "stopped"
+    """Ended: a person stopped it."""
+
+
 ERROR_RUNS: tuple[RunStatus, ...] = (
     RunStatus.ERROR,
     RunStatus.ABORTED,

@@ -20,11 +20,10 @@ from sqlite_utils import Database
 from soda.config import Config
 from soda.daemon.parts import LOG_NAME, kill_tree, rotate_log
 from soda.errors import SodaError, UserError
-from soda.loop.recovery import pid_alive
 from soda.store import runs
 from soda.system.clock import SYSTEM_CLOCK, Clock
 from soda.system.lifecycle import clear_start_files, describe_wait, read_activity, read_start
-from soda.system.lock import running_pid
+from soda.system.lock import pid_alive, running_pid
 
 
 def start(config: Config, wait_seconds: float = 60.0, clock: Clock = SYSTEM_CLOCK) -> int:

@@ -1,4 +1,4 @@
-"""The daemon's small parts: log rotation, working windows, the
+"""The daemon's small parts: log rotation, the
 watcher's restart loop and killing a soda's process tree (soda.daemon.process puts them
 together)."""
 
@@ -10,12 +10,8 @@ import signal
 import threading
 import time
 from collections.abc import Callable
-from datetime import datetime
 from pathlib import Path
 
-from apscheduler.triggers.cron import CronTrigger
-
-from soda.errors import ConfigError
 from soda.system import proc
 from soda.system.lifecycle import read_activity
 
@@ -51,29 +47,6 @@ def kill_tree(pid: int, state: Path) -> None:
 def _signal(pid: int, sig: signal.Signals) -> None:
     with contextlib.suppress(ProcessLookupError, PermissionError):
         os.kill(pid, sig)
-
-
-# --- working windows -----------------------------------------------------------
-
-
-def parse_windows(expressions: list[str]) -> list[CronTrigger]:
-    triggers = []
-    for index, expression in enumerate(expressions):
-        try:
-            triggers.append(CronTrigger.from_crontab(expression))
-        except ValueError as exc:
-            raise ConfigError(
-                f"soda.toml: daemon.windows[{index}]: {exc} ({expression!r})"
-            ) from exc
-    return triggers
-
-
-def in_window(triggers: list[CronTrigger], moment: datetime) -> bool:
-    """True when `moment`'s minute matches one of the cron expressions (or none are set)."""
-    if not triggers:
-        return True
-    minute = moment.astimezone().replace(second=0, microsecond=0)
-    return any(trigger.get_next_fire_time(None, minute) == minute for trigger in triggers)
 
 
 # --- the watcher ----------------------------------------------------------------

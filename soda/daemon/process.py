@@ -5,14 +5,15 @@
                    state/daemon.error)
     daemon-run  -> lock, recover, preflight (provider key, jail), ready; then:
                    tick (APScheduler) or wake (watchfiles) -> ingest the inbox ->
-                   control inputs -> (idle) the pull request read (soda.loop.pr)
-                   -> a free wake (soda.loop.wake) or one iteration
+                   control inputs -> (idle) the pull request read, a plan past its
+                   deadline -> a free wake or one iteration (soda.loop.host)
     soda stop   -> SIGTERM; the daemon stops at the next safe point and exits 0;
                    after --timeout a second SIGTERM stops it at once
 
-After CONTINUE the daemon iterates again at once. After DONE, STUCK or HALT it
-closes the run and idles: no model calls and no busy loop, until a file lands in
-the inbox or the spec changes. Each wake with something new starts a run (so the
+What follows an iteration is the daemon's row of soda.loop.policy: after
+CONTINUE the daemon iterates again at once; after DONE, STUCK or HALT it closes
+the run, runs `notify_command` and idles: no model calls and no busy loop, until
+a file lands in the inbox or the spec changes. Each wake with something new starts a run (so the
 per-run budget and iteration count start again); a wake with nothing new is a
 `wake.skipped` event. A transient failure is retried on a later tick. A crash is
 recorded as one (`crashed`, with its error), never as a clean stop. SIGHUP reloads
@@ -35,18 +36,16 @@ from apscheduler.schedulers.background import BackgroundScheduler
 from soda.config import Config, LiveConfig, load
 from soda.contracts.outcomes import RunStatus
 from soda.daemon.flags import SETTLE_SECONDS, Flags, settle_delay, take
-from soda.daemon.parts import LOG_NAME, in_window, keep_watching, parse_windows
+from soda.daemon.parts import LOG_NAME, keep_watching
 from soda.errors import SodaError, UserError
 from soda.events import Events, notify
-from soda.human.approval import overdue
 from soda.human.write import inbox_dir
 from soda.llm.providers import check_provider
-from soda.loop.pr import poll_idle
-from soda.loop.run import Ending, run_iteration
-from soda.loop.session import Session
-from soda.loop.wake import nothing_new
+from soda.loop.host import Run, open_run
+from soda.loop.policy import Host, Next, after
 from soda.system.lifecycle import publish_wake, stop_signals, write_error, write_ready
 from soda.system.lock import release_lock
+from soda.system.windows import in_window, next_open, parse_windows
 
 __all__ = ["LOG_NAME", "SETTLE_SECONDS", "Daemon", "Flags"]
 
@@ -60,7 +59,7 @@ class Daemon:
     the signal handlers run there too, between two of its steps; the tick
     (APScheduler), the watcher and settle timers have threads of their own. What
     those tell the loop goes through `flags`. The rest is the loop thread's own
-    and plain: `idle`, `paused`, `resumed` and `windows`. `session` is set once,
+    and plain: `idle`, `paused`, `resumed` and `windows`. `loop` is set once,
     by the preflight, before any other thread starts; `live.current` is swapped
     by the loop (a reload) and read by every thread as one reference.
     """
@@ -71,8 +70,8 @@ class Daemon:
         """The config this daemon, its session, runner and recorder all read."""
         self.flags = Flags()
         """What other threads and the signal handlers tell the loop (see Flags)."""
-        self.session: Session | None = None
-        """The session the preflight opened (None until then)."""
+        self.loop: Run | None = None
+        """The loop's run the preflight opened (None until then)."""
         # The loop thread's own state: only it reads or writes these.
         self.windows = parse_windows(self.config.daemon.windows)
         """The working windows ([daemon] windows), parsed; a reload replaces them."""
@@ -83,8 +82,6 @@ class Daemon:
         """A `pause` came: no iteration until a `resume`."""
         self.resumed = False
         """A `resume` came: the next wake iterates even if nothing else changed."""
-        self.overdue: int | None = None
-        """The suspended plan whose deadline passed that woke this daemon (once)."""
 
     @property
     def config(self) -> Config:
@@ -111,7 +108,7 @@ class Daemon:
         signal.signal(signal.SIGHUP, self._reload_soon)
         with stop_signals(self._stop_soon):
             try:
-                session = self._preflight()
+                run = self._preflight()
             except Exception as exc:
                 reason = str(exc) if isinstance(exc, SodaError) else f"{type(exc).__name__}: {exc}"
                 write_error(state, reason)
@@ -119,18 +116,18 @@ class Daemon:
                 self.say(f"soda daemon did not start: {reason}")
                 return exc.exit_code if isinstance(exc, SodaError) else 1
             write_ready(state)
-            return self._serve(session)
+            return self._serve(run)
 
-    def _preflight(self) -> Session:
+    def _preflight(self) -> Run:
         """Lock, recovery, config, the provider's key and the jail: all checked
         before the daemon says it is ready. The session stops when the daemon does
         (it shares `flags.stop`), a stop that came during the preflight included."""
-        session = Session.open(self.live, start_run=False, stopping=self.flags.stop)
-        self.session = session
-        session.jail.ensure_available()
-        return session
+        run = open_run(self.live, start=False, stopping=self.flags.stop)
+        self.loop = run
+        run.check_jail()
+        return run
 
-    def _serve(self, session: Session) -> int:
+    def _serve(self, run: Run) -> int:
         scheduler = BackgroundScheduler()
         scheduler.add_job(
             self.flags.wake.set,
@@ -144,11 +141,11 @@ class Daemon:
         scheduler.start()
         watcher = threading.Thread(target=self._watch, name="soda-watch", daemon=True)
         watcher.start()
-        self.say(f"soda daemon up (pid {os.getpid()}), milestone {session.milestone.branch}")
+        self.say(f"soda daemon up (pid {os.getpid()}), milestone {run.milestone.branch}")
         status, reason, code = RunStatus.STOPPED, "daemon stopped", 0
         try:
             while not self.flags.stop.is_set():
-                self._tick(session)
+                self._tick(run)
                 publish_wake(self.config.state_dir, self._next_wake())
                 self.flags.wake.wait()
                 self.flags.wake.clear()
@@ -160,25 +157,25 @@ class Daemon:
         except Exception as exc:  # a bug: recorded as a crash with its error, never "stopped"
             status, reason, code = RunStatus.CRASHED, f"{type(exc).__name__}: {exc}", 1
             self.say(f"soda daemon crashed: {reason}\n{traceback.format_exc()}")
-            session.events.emit("daemon.crashed", {"error": reason})
+            run.events.emit("daemon.crashed", {"error": reason})
         finally:
             self.flags.stop.set()
             publish_wake(self.config.state_dir, None)
             scheduler.shutdown(wait=False)
-            session.finish_run(status, reason)  # once: a run closed already stays as it was
+            run.finish(status, reason)  # once: a run closed already stays as it was
             release_lock(self.config.state_dir)
             self.say(f"soda daemon {status}")
         return code
 
-    def _tick(self, session: Session, now: datetime | None = None) -> None:
+    def _tick(self, run: Run, now: datetime | None = None) -> None:
         """One look for work, on the loop thread: take what the flags say (a reload,
         a spec change), ingest the inbox, apply control inputs, then, unless
         stopping, paused or idle and only inside a working window, a free wake or
-        one iteration. `now` is the moment checked against the windows (the
-        clock's, unless a test gives one)."""
+        one iteration, and what the daemon's policy says follows it. `now` is the
+        moment checked against the windows (the clock's, unless a test gives one)."""
         if take(self.flags.reload):
-            self._reload(session)
-        report = session.human.ingest(settle_seconds=SETTLE_SECONDS)
+            self._reload(run)
+        report = run.take_inputs(settle_seconds=SETTLE_SECONDS)
         if report.skipped:  # still being written: look again the moment it has settled
             timer = threading.Timer(
                 settle_delay(self.config.state_dir, report.skipped), self.flags.wake.set
@@ -188,44 +185,33 @@ class Daemon:
         spec_changed = take(self.flags.spec_changed)
         if report.accepted or spec_changed:
             self.idle = False
-        self._apply_control(session)
-        if self.idle and not self.paused and poll_idle(session, self.say):
-            self.idle = False  # a writer's comment or a failing check on the pull request
-        if self.idle and not self.paused and self._overdue(session):
-            self.idle = False  # a plan suspended for approval timed out: reject it now
+        self._apply_control(run)
+        if self.idle and not self.paused and run.look(self.say):
+            self.idle = False  # the pull request's news, or a suspended plan's time is up
         if self.flags.stop.is_set() or self.paused or self.idle:
             return
         if not in_window(self.windows, now or datetime.now()):
             return
-        skip = None if self.resumed else nothing_new(session)
+        skip = None if self.resumed else run.nothing_new()
         self.resumed = False
         if skip is not None:  # a free wake: no run, no iteration, no model call
-            session.events.emit("wake.skipped", {"reason": skip})
+            run.events.emit("wake.skipped", {"reason": skip})
             self.say(f"wake skipped: {skip}")
             self.idle = True
             return
-        if session.run_ended:
-            session.start_run()  # one run per wake: its budget and count start from 0
-        result = run_iteration(session, self.say)
-        if result.ending is Ending.CONTINUE:
+        step = run.step(self.say)  # a run is recorded per wake: its budget and count from 0
+        then = after(Host.DAEMON, step.ending)
+        if then.close_run:
+            run.finish(step.ending.run_status, step.reason)
+        if then.next is Next.AGAIN:
             self.flags.wake.set()  # more work: go again without waiting for a tick
-        elif result.ending in (Ending.DONE, Ending.STUCK, Ending.HALT):
-            session.finish_run(result.ending.run_status, result.reason)
+        elif then.next is Next.IDLE:
             self.idle = True
-            self.say(f"{result.ending.name}: {result.reason}; idle until a person writes")
-            notify(self.config, result.ending.name, result.number, result.reason, session.events)
-        elif result.ending is Ending.INTERRUPTED:
-            session.finish_run(result.ending.run_status, result.reason)
+            self.say(f"{step.ending.name}: {step.reason}; idle until a person writes")
+        elif then.next is Next.END:
             self.flags.stop.set()
-
-    def _overdue(self, session: Session) -> bool:
-        """A plan suspended for approval (`[approval] wait = "suspend"`) is past its
-        deadline and has not woken the daemon yet: the next iteration rejects it."""
-        waiting = overdue(session.db, session.clock)
-        if waiting is None or waiting.id == self.overdue:
-            return False
-        self.overdue = waiting.id
-        return True
+        if then.notify:
+            notify(self.config, step.ending.name, step.number, step.reason, run.events)
 
     def _next_wake(self, now: datetime | None = None) -> str | None:
         """When the daemon will next look for work, for `soda status`."""
@@ -234,7 +220,7 @@ class Daemon:
         if self.paused:
             return "when resumed (`soda resume`)"
         if self.idle:
-            if self.session is not None and self.session.pulls is not None:
+            if self.loop is not None and self.loop.has_pull_request:
                 return (
                     "when a person writes (soda tell, state/inbox/, the spec, or the pull request)"
                 )
@@ -243,13 +229,12 @@ class Daemon:
             return "now (more work)"
         now = (now or datetime.now()).astimezone()
         if not in_window(self.windows, now):
-            times = [t.get_next_fire_time(None, now) for t in self.windows]
-            first = min((t for t in times if t is not None), default=None)
+            first = next_open(self.windows, now)
             return f"at {first.isoformat(timespec='minutes')} (daemon.windows)" if first else None
         return f"at the next tick, within {self.config.daemon.tick_seconds:g} s"
 
-    def _apply_control(self, session: Session) -> None:
-        for action in session.human.take_control_while_idle(session.next_iteration_number()):
+    def _apply_control(self, run: Run) -> None:
+        for action in run.take_controls():
             kind = action.kind
             if kind == "pause":
                 self.paused = True
@@ -259,12 +244,12 @@ class Daemon:
                 self.flags.stop.set()
             self.say(f"control: {action.response}")
 
-    def _reload(self, session: Session) -> None:
+    def _reload(self, run: Run) -> None:
         try:
             config = check_provider(load(self.config_path))
             windows = parse_windows(config.daemon.windows)
         except SodaError as exc:
-            session.events.emit("config.reload_failed", {"error": str(exc)})
+            run.events.emit("config.reload_failed", {"error": str(exc)})
             self.say(f"SIGHUP: kept the old config: {exc}")
             return
         # One swap: the session, its agent runner and call recorder read the config
@@ -274,7 +259,7 @@ class Daemon:
         # (The model keeps the [model] settings it was built with, as it always
         # has: another provider or endpoint takes a restart.)
         self.live.current, self.windows = config, windows
-        session.events.emit("config.reloaded", {})
+        run.events.emit("config.reloaded", {})
         self.say("SIGHUP: soda.toml reloaded")
 
     def _watch(self) -> None:
@@ -332,8 +317,8 @@ class Daemon:
 
             db = open_db(self.config.db_path)
             try:
-                session = self.session  # set before this thread started
-                run_id = session.events.run_id if session is not None else None
+                loop = self.loop  # set before this thread started
+                run_id = loop.events.run_id if loop is not None else None
                 log = self.config.state_dir / "logs" / "events.jsonl"
                 events = Events(db, log).for_run(run_id)
                 events.emit("watcher.restarted", {"error": text, "backoff_seconds": backoff})

@@ -18,7 +18,7 @@ from temporalio.exceptions import ApplicationError, ApplicationErrorCategory
 
 from soda.errors import TransientError, UserError
 from soda.fleet import checkout
-from soda.fleet.iteration import HeldRun, Progress, run_one
+from soda.fleet.iteration import HeldRun, OutsideWindow, Progress, run_one
 from soda.fleet.state import HumanSignal, IterationReport, IterationRequest, Placement
 
 BENIGN = ApplicationErrorCategory.BENIGN
@@ -98,6 +98,10 @@ class WorkerActivities:
             self.say(f"{request.workflow_id}: {exc}")
             raise ApplicationError(
                 str(exc), type="UserError", non_retryable=True, category=BENIGN
+            ) from None
+        except OutsideWindow as exc:  # the workflow waits for the window, holding no worker
+            raise ApplicationError(
+                str(exc), exc.opens, type="OutsideWindow", non_retryable=True, category=BENIGN
             ) from None
         except TransientError as exc:  # the workflow tries again later, afresh
             self.say(f"{request.workflow_id}: {exc}")

@@ -32,8 +32,7 @@ from soda.errors import SodaError, TransientError
 from soda.fleet.checkout import PUSH_RETRY
 from soda.fleet.state import ApprovalWait
 from soda.human.approval import waiting_what
-from soda.loop.act.held import KEPT_REF
-from soda.loop.session import Session
+from soda.loop.host import KEPT_REF, Run
 from soda.repo.milestone import milestone_name
 from soda.repo.push import push as push_refs
 from soda.store import approvals, tasks
@@ -53,39 +52,39 @@ def suspending(config: Config) -> Config:
     return changed
 
 
-def reported(session: Session) -> ApprovalWait | None:
+def reported(run: Run) -> ApprovalWait | None:
     """The plan that waits for approval in the worker's record, for the workflow."""
-    waiting = approvals.waiting(session.db)
+    waiting = approvals.waiting(run.db)
     if waiting is None:
         return None
-    known = [task.id for task in tasks.of_milestone(session.db, milestone_name(session.config))]
+    known = [task.id for task in tasks.of_milestone(run.db, milestone_name(run.config))]
     return ApprovalWait(
         waiting.iteration,
         json.loads(waiting.plan_json),
         waiting.timeout,
         waiting.deadline,
         known,
-        session.config.plan.max_tasks,
+        run.config.plan.max_tasks,
         kind=waiting.kind,
         what=waiting_what(waiting),
         merges=approvals.held_merges(waiting),
     )
 
 
-def agree(session: Session, approval: ApprovalWait | None) -> None:
+def agree(run: Run, approval: ApprovalWait | None) -> None:
     """Before an iteration: the worker's record holds the plan (or the held
     merges) the workflow says waits (a fresh record has none yet), expired when
     its timer fired; held merges' kept work is fetched from the remote."""
     if approval is None:
         return
     if approval.kind == "merge":
-        fetch_kept(session)
-    waiting = approvals.waiting(session.db)
+        fetch_kept(run)
+    waiting = approvals.waiting(run.db)
     if waiting is None or waiting.iteration != approval.iteration:
-        plan = _with_tasks(session, IterationPlan.model_validate(approval.plan))
+        plan = _with_tasks(run, IterationPlan.model_validate(approval.plan))
         merges = _with_merge_tasks(approval.merges, plan)
         waiting = approvals.wait(
-            session.db,
+            run.db,
             iteration_id=None,
             iteration=approval.iteration,
             plan_json=plan.model_dump_json(),
@@ -95,21 +94,21 @@ def agree(session: Session, approval: ApprovalWait | None) -> None:
             merge_json=json.dumps(merges) if approval.kind == "merge" else None,
         )
     if approval.expired:
-        approvals.expire(session.db, waiting.id)
+        approvals.expire(run.db, waiting.id)
 
 
-def _with_tasks(session: Session, plan: IterationPlan) -> IterationPlan:
+def _with_tasks(run: Run, plan: IterationPlan) -> IterationPlan:
     """The plan with a Trace task in this record for each of its tasks: one the
     record lacks (a fresh worker's) is made again with the same id, so a
     person's edit naming it still fits; another id only if that one is taken."""
-    milestone = milestone_name(session.config)
-    root = session.milestone.root_task_id
+    milestone = milestone_name(run.config)
+    root = run.milestone.root_task_id
     bound = []
     for task in plan.tasks:
-        if task.task_id is None or tasks.exists(session.db, milestone, task.task_id):
+        if task.task_id is None or tasks.exists(run.db, milestone, task.task_id):
             bound.append(task)
             continue
-        fields = (session.db, milestone, task.title, task.description, root, task.risk)
+        fields = (run.db, milestone, task.title, task.description, root, task.risk)
         try:
             tasks.insert(*fields, task_id=task.task_id)
         except sqlite3.IntegrityError:  # the id is another task's here
@@ -124,10 +123,10 @@ def _with_merge_tasks(merges: list[dict[str, Any]], plan: IterationPlan) -> list
     return [{**merge, "task": by_key.get(merge["task"]["id"], merge["task"])} for merge in merges]
 
 
-def fetch_kept(session: Session) -> None:
+def fetch_kept(run: Run) -> None:
     """The held merges' kept work from the remote (a fresh clone has none)."""
     try:
-        session.repo.git.fetch("origin", KEPT_REFSPEC)
+        run.repo.git.fetch("origin", KEPT_REFSPEC)
     except git.GitCommandError as exc:
         raise TransientError(f"cannot fetch the work kept for approval: {_last(exc)}") from exc
 

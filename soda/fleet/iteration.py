@@ -1,8 +1,9 @@
 """One iteration on a worker, as plain synchronous code (the activity runs it in
-a thread): prepare the checkout, rebuild the record when fresh, open a session,
-run `soda.loop.run.run_iteration` unchanged (the milestone pushed after each
-merge, through the session's `on_landed`), push the report of an iteration
-that merged beside the milestone, summarise.
+a thread): prepare the checkout, rebuild the record when fresh, open the loop's
+run through its door (soda.loop.host; the milestone pushed after each merge, as
+its `on_landed`), step it once, do what the fleet's row of soda.loop.policy says
+(close the worker's run record, `notify_command` on DONE, STUCK and HALT), push
+the report of an iteration that merged beside the milestone, summarise.
 """
 
 from __future__ import annotations
@@ -11,15 +12,16 @@ import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
+from datetime import datetime
 from pathlib import Path
-from typing import Protocol, runtime_checkable
 
 from sqlite_utils import Database
 
 from soda.config import Config
 from soda.contracts import HumanInput
-from soda.contracts.outcomes import RunStatus, TaskStatus
+from soda.contracts.outcomes import Ending, TaskStatus
 from soda.errors import StructuralError, TransientError
+from soda.events import notify
 from soda.fleet import approval, checkout
 from soda.fleet.state import (
     MAX_CARRIED_TASKS,
@@ -31,24 +33,15 @@ from soda.fleet.state import (
     IterationSummary,
 )
 from soda.human.write import write_input
-from soda.loop.asking import open_questions
-from soda.loop.run import Ending, run_iteration
-from soda.loop.sense import MAX_OTHER_TASKS
-from soda.loop.session import Session
+from soda.loop.host import MAX_OTHER_TASKS, Run, open_run
+from soda.loop.policy import Host, after
 from soda.repo.milestone import milestone_name
-from soda.store import history, learnings, tasks
+from soda.store import learnings, tasks
 from soda.store.tasks import Task
-from soda.system.lock import release_lock
+from soda.system.clock import moment
+from soda.system.windows import in_window, next_open, parse_windows
 
 Printer = Callable[[str], None]
-
-
-@runtime_checkable
-class Positioned(Protocol):
-    """A model with a place in a script (the scripted model): where it stands
-    lives in the workflow, so a run moved to another worker goes on from there."""
-
-    position: int
 
 
 @dataclass
@@ -100,23 +93,42 @@ class Progress:
 
 @dataclass
 class HeldRun:
-    """A run placed on this worker. Its session stays open between its
+    """A run placed on this worker. The loop's run stays open between its
     iterations (the database, the checkout pool's worktrees, the model), as the
     daemon's does between wakes; it is closed when the run waits, ends or moves."""
 
-    session: Session | None = None
+    run: Run | None = None
+    pusher: Pusher | None = None
+    """The run's `on_landed`: the milestone to the remote after each merge."""
     stop: threading.Event = field(default_factory=threading.Event)
     """Set when the iteration's activity is cancelled: stop at the next safe point."""
     seen: float = 0.0
     """time.monotonic() of its last placement or iteration."""
 
     def close(self) -> None:
-        session, self.session = self.session, None
-        if session is None:
-            return
-        session.finish_run(RunStatus.STOPPED, "the run left this worker")
-        session.db.conn.close()
-        release_lock(session.config.state_dir)
+        run, self.run = self.run, None
+        if run is not None:
+            run.close("the run left this worker")
+
+
+class OutsideWindow(Exception):
+    """The run's working windows (`[daemon] windows`) are closed: no iteration
+    now; the workflow waits, holding no worker, until `opens`."""
+
+    def __init__(self, opens: float) -> None:
+        super().__init__(f"outside the working windows until {moment(opens)}")
+        self.opens = opens
+        """Seconds since the epoch."""
+
+
+def closed_until(config: Config) -> float | None:
+    """When the next working window opens, if none is open now (None: one is)."""
+    windows = parse_windows(config.daemon.windows)
+    now = datetime.now().astimezone()
+    if in_window(windows, now):
+        return None
+    opens = next_open(windows, now)
+    return opens.timestamp() if opens is not None else now.timestamp() + 86400.0
 
 
 def run_one(
@@ -133,6 +145,9 @@ def run_one(
         held.close()
     config, fresh = checkout.prepare(home, request.settings, request.fresh)
     config = approval.suspending(config)  # the workflow holds approval waits, not the worker
+    opens = closed_until(config)  # as the daemon, only inside its working windows
+    if opens is not None:
+        raise OutsideWindow(opens)
     if fresh:
         held.close()
         report = _recovered(config, worker, request)
@@ -147,76 +162,77 @@ def run_one(
         progress.deliver(item.seq, item.document)
     held.stop.clear()
     try:
-        session = held.session or Session.open(config, start_run=False, stopping=held.stop)
-        held.session = session
-        return _iterate(session, worker, request, progress, say)
+        if held.run is None or held.pusher is None:
+            held.pusher = Pusher(config, say)
+            held.run = open_run(
+                config,
+                stopping=held.stop,
+                start=False,
+                first_number=1,  # every iteration of the run counts, wherever it ran
+                max_iterations=request.settings.max_iterations,
+                on_landed=held.pusher,
+            )
+        return _iterate(held.run, held.pusher, worker, request, progress, say)
     except BaseException:
         held.close()  # what broke off is not trusted: the next attempt starts afresh
         raise
 
 
 def _iterate(
-    session: Session, worker: str, request: IterationRequest, progress: Progress, say: Printer
+    run: Run,
+    pusher: Pusher,
+    worker: str,
+    request: IterationRequest,
+    progress: Progress,
+    say: Printer,
 ) -> IterationReport:
-    if session.next_iteration_number() != request.number:  # fail closed: never two records
+    if run.next_number != request.number:  # fail closed: never two records
         raise StructuralError(
-            f"the worker's record is at iteration {session.next_iteration_number()},"
-            f" the run at {request.number}"
+            f"the worker's record is at iteration {run.next_number}, the run at {request.number}"
         )
-    if session.run_ended:
-        session.start_run()
-    if request.model_position is not None and isinstance(session.model, Positioned):
-        session.model.position = request.model_position
-    session.iterations_in_run = request.number - 1
-    session.max_iterations = request.settings.max_iterations
-    approval.agree(session, request.approval)
-    number = request.number
-    progress.phase_of = lambda: (history.iteration(session.db, number) or {}).get("phase")
-    pusher = Pusher(session.config, say)
-    session.on_landed = pusher
+    approval.agree(run, request.approval)
+    progress.phase_of = run.phase
+    pusher.seconds, pusher.failed = 0.0, None
     started = time.monotonic()
-    try:
-        result = run_iteration(session, say)
-    finally:
-        session.on_landed = None
+    step = run.step(say, number=request.number)
     seconds = time.monotonic() - started - pusher.seconds  # the pushes are the fleet's
     progress.phase_of = None
-    if result.ending is not Ending.CONTINUE:
-        session.finish_run(result.ending.run_status, result.reason)
+    then = after(Host.FLEET, step.ending, suspended=step.suspended)
+    if then.close_run:
+        run.finish(step.ending.run_status, step.reason)
     if pusher.failed is not None:  # a merge that never reached the remote is not landed
         raise pusher.failed
-    row = history.iteration(session.db, result.number) or {}
-    merged = bool(row.get("merged_commit"))
+    if then.notify:
+        notify(run.config, step.ending.name, step.number, step.reason, run.events)
+    merged = step.merged_commit is not None
     summary = IterationSummary(
-        result.number,
-        result.ending.value,
-        result.reason,
-        row.get("decision"),
-        row.get("outcome"),
-        checkout.tip(session.config) if merged else None,
-        int(row.get("tokens_in") or 0) + int(row.get("tokens_out") or 0),
-        float(row.get("cost_usd") or 0.0),
+        step.number,
+        step.ending.value,
+        step.reason,
+        step.decision,
+        step.outcome,
+        checkout.tip(run.config) if merged else None,
+        step.tokens,
+        step.cost_usd,
         worker,
         round(seconds, 4),
     )
-    position = session.model.position if isinstance(session.model, Positioned) else None
     report = IterationReport(
         summary,
         progress.delivered(),
-        position,
-        learnings.active(session.db, session.config.context.max_learnings),
-        _open_tasks(session),
-        _waiting_for(session),
-        tasks=carried_tasks(session.db, milestone_name(session.config)),
+        learnings.active(run.db, run.config.context.max_learnings),
+        step.open_tasks,
+        step.waiting_for,
+        tasks=carried_tasks(run.db, milestone_name(run.config)),
     )
-    report.approval = approval.reported(session)
+    report.approval = approval.reported(run)
     # What the merges changed is on the remote already; an iteration that merged
     # leaves its report there too (with anything the milestone still lacks, at
     # once), so a worker lost before the workflow hears of it loses nothing.
     progress.phase = "pushing"
-    approval.push_kept(session.config, request.approval, report.approval, say)
+    approval.push_kept(run.config, request.approval, report.approval, say)
     checkout.publish(
-        session.config, request.workflow_id, report if merged else None, request.token, say
+        run.config, request.workflow_id, report if merged else None, request.token, say
     )
     return report
 
@@ -277,7 +293,6 @@ def _recovered(config: Config, worker: str, request: IterationRequest) -> Iterat
     return IterationReport(
         summary,
         [],
-        request.model_position,
         request.learnings,
         still_open,
         None,
@@ -310,15 +325,3 @@ def carried_tasks(db: Database, milestone: str) -> list[CarriedTask]:
         )
         for task in sorted(picked, key=lambda t: t.id)
     ]
-
-
-def _open_tasks(session: Session) -> int:
-    rows = tasks.of_milestone(session.db, milestone_name(session.config))
-    return sum(1 for task in rows if task.status not in (TaskStatus.CLOSED,))
-
-
-def _waiting_for(session: Session) -> str | None:
-    asked = open_questions(session.db)
-    if asked:
-        return f"an answer to question {asked[0].id}: {asked[0].question}"
-    return None

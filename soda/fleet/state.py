@@ -2,11 +2,11 @@
 
 The workflow holds decisions and what must outlive any one machine: the run's
 settings, the iterations finished (a small summary each, never a transcript),
-the person's inputs not yet delivered to a worker, the control flags, where the
-scripted model stands in its script, the learnings and the Trace tasks not yet
-closed (bounded: `MAX_CARRIED_TASKS`, `MAX_TASK_TEXT`), and where the run is
-placed. Transcripts and diffs stay in the worker's SQLite; the git remote holds
-the code, and (`report_json`) the report of an iteration that merged.
+the person's inputs not yet delivered to a worker, the control flags, the
+learnings and the Trace tasks not yet closed (bounded: `MAX_CARRIED_TASKS`,
+`MAX_TASK_TEXT`), and where the run is placed. Transcripts and diffs stay in
+the worker's SQLite; the git remote holds the code, and (`report_json`) the
+report of an iteration that merged.
 """
 
 from __future__ import annotations
@@ -17,6 +17,7 @@ import re
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
+from soda.contracts.outcomes import FleetStatus
 from soda.human.routing import VERDICT_KINDS as VERDICT_KINDS
 from soda.system.clock import moment
 
@@ -74,7 +75,7 @@ class IterationSummary:
 
     number: int
     ending: str
-    """done, continue, stuck, halt, transient, interrupted (soda.loop.run.Ending)."""
+    """done, continue, stuck, halt, transient, interrupted (soda.contracts.outcomes.Ending)."""
     reason: str
     decision: str | None = None
     outcome: str | None = None
@@ -146,7 +147,6 @@ class IterationRequest:
     attempt whose local record cannot be trusted)."""
     history: list[IterationSummary]
     pending: list[HumanSignal]
-    model_position: int | None
     learnings: list[str]
     approval: ApprovalWait | None = None
     """The plan that waits for approval, if one does (a fresh worker keeps it again)."""
@@ -163,7 +163,6 @@ class IterationReport:
     summary: IterationSummary
     delivered: list[int]
     """`seq`s of the person's inputs written to the worker's inbox."""
-    model_position: int | None
     learnings: list[str]
     open_tasks: int
     waiting_for: str | None
@@ -188,7 +187,6 @@ class RunState:
     history: list[IterationSummary] = field(default_factory=list)
     pending: list[HumanSignal] = field(default_factory=list)
     next_seq: int = 1
-    model_position: int | None = None
     learnings: list[str] = field(default_factory=list)
     open_tasks: int = 0
     tasks: list[CarriedTask] = field(default_factory=list)
@@ -207,6 +205,9 @@ class RunState:
     approval: ApprovalWait | None = None
     """A plan that waits for approval: the run waits for the verdict or the
     timeout (no worker held)."""
+    window_opens: float | None = None
+    """Set while the run's working windows (`[daemon] windows`) are closed: when
+    the next opens (seconds since the epoch; no worker held meanwhile)."""
     moves: int = 0
     """Times the run was placed again after losing its worker."""
     tokens: int = 0
@@ -226,7 +227,7 @@ def run_id(repo_url: str, spec: str | None) -> str:
     return f"soda-{slug[:40]}-{digest}"
 
 
-def status_of(state: RunState, status: str) -> dict[str, Any]:
+def status_of(state: RunState, status: FleetStatus) -> dict[str, Any]:
     """What `soda fleet status` shows, kept in the workflow's memo so the server
     answers it with every worker down."""
     last = state.history[-1] if state.history else None
@@ -237,7 +238,8 @@ def status_of(state: RunState, status: str) -> dict[str, Any]:
         "iteration": state.last_number,
         "worker": state.placement.worker if state.placement else None,
         "waiting_for": state.waiting_for
-        or (waiting_line(state.approval) if status == "waiting" else None),
+        or (waiting_line(state.approval) if status is FleetStatus.WAITING else None)
+        or (window_line(state.window_opens) if status is FleetStatus.WAITING else None),
         "approval_deadline": moment(state.approval.deadline) if state.approval else None,
         "paused": state.paused,
         "pending_inputs": len(state.pending),
@@ -261,6 +263,12 @@ def waiting_line(approval: ApprovalWait | None) -> str | None:
         f"{what} until {moment(approval.deadline)}"
         f" (soda fleet approve|reject RUN {approval.iteration})"
     )
+
+
+def window_line(opens: float | None) -> str | None:
+    if opens is None:
+        return None
+    return f"the next working window, at {moment(opens)} (daemon.windows)"
 
 
 def approval_memo(state: RunState) -> dict[str, Any] | None:

@@ -25,6 +25,7 @@ from temporalio.common import RetryPolicy
 from temporalio.exceptions import ActivityError, ApplicationError, TimeoutError
 
 with workflow.unsafe.imports_passed_through():
+    from soda.contracts.outcomes import Ending, FleetStatus, IterationOutcome
     from soda.fleet.state import (
         MAX_HISTORY,
         SHARED_QUEUE,
@@ -42,6 +43,7 @@ with workflow.unsafe.imports_passed_through():
         status_of,
     )
     from soda.human.routing import Control
+    from soda.loop.policy import Host, Next, after
 
 PLACE_RETRY = RetryPolicy(
     initial_interval=timedelta(milliseconds=200),
@@ -57,7 +59,7 @@ TRANSIENT_WAIT = timedelta(seconds=30)
 class SodaRun:
     def __init__(self) -> None:
         self.state: RunState | None = None
-        self.status = "starting"
+        self.status = FleetStatus.STARTING
 
     @workflow.run
     async def run(self, state: RunState) -> str:
@@ -65,21 +67,21 @@ class SodaRun:
         state.token = state.token or workflow.info().run_id  # the first execution's
         while True:
             if state.stopping:
-                return await self._end("stopped")
+                return await self._end(FleetStatus.STOPPED)
             if state.paused or state.waiting_for is not None:
                 await self._release()
-                self._show("paused" if state.paused else "waiting")
+                self._show(FleetStatus.PAUSED if state.paused else FleetStatus.WAITING)
                 await workflow.wait_condition(lambda: self._may_go(state))
                 continue
             if state.approval is not None and not self._verdict_due(state):
                 await self._release()
-                self._show("waiting")
+                self._show(FleetStatus.WAITING)
                 await self._wait_for_verdict(state, state.approval)
                 continue
             if state.last_number >= state.settings.max_iterations:
-                return await self._end("stuck")
+                return await self._end(FleetStatus.STUCK)
             if state.placement is None:
-                self._show("placing")
+                self._show(FleetStatus.PLACING)
                 state.placement = await workflow.execute_activity(
                     "place",
                     workflow.info().workflow_id,
@@ -91,19 +93,22 @@ class SodaRun:
                 last = state.history[-1].worker if state.history else None
                 if state.placement.worker != last:  # another worker's record is not this run's
                     state.fresh = True
-            self._show("running")
+            self._show(FleetStatus.RUNNING)
             report = await self._iterate(state, state.placement)
+            if report is None and state.window_opens is not None:
+                await self._wait_for_window(state, state.window_opens)
+                continue
             if report is None and state.waiting_for is not None:
                 continue
             if report is None:  # the worker was lost: place the run again
                 state.placement, state.fresh = None, True
                 state.moves += 1
                 continue
-            ending = self._keep(state, report)
-            if ending == "done" and not state.pending:
-                return await self._end("done")  # else a person wrote since: go on
-            if ending == "transient":
-                self._show("retrying")
+            then = self._keep(state, report)
+            if then is Next.END:
+                return await self._end(FleetStatus.DONE)
+            if then is Next.RETRY_LATER:
+                self._show(FleetStatus.RETRYING)
                 await workflow.sleep(TRANSIENT_WAIT)
             await workflow.wait_condition(workflow.all_handlers_finished)
             workflow.continue_as_new(state)
@@ -116,7 +121,6 @@ class SodaRun:
             state.fresh,
             state.history,
             list(state.pending),
-            state.model_position,
             state.learnings,
             tasks=state.tasks,
             token=state.token,
@@ -139,6 +143,9 @@ class SodaRun:
             if isinstance(exc.cause, TimeoutError):
                 return None
             cause = exc.cause
+            if isinstance(cause, ApplicationError) and cause.type == "OutsideWindow":
+                state.window_opens = float(cause.details[0])  # nothing ran: the record holds
+                return None
             state.fresh = True  # the attempt broke off: its local record is not trusted
             message = cause.message if isinstance(cause, ApplicationError) else str(exc)
             if isinstance(cause, ApplicationError) and cause.type == "UserError":
@@ -147,14 +154,13 @@ class SodaRun:
                 state.waiting_for = f"a person to fix: {message} (then soda fleet resume)"
                 return None
             if isinstance(cause, ApplicationError) and cause.type == "TransientError":
-                ending, reason = "transient", message  # e.g. a push that never went through
+                ending, reason = Ending.TRANSIENT, message  # e.g. a push that never went through
             else:
-                ending, reason = "halt", f"the iteration crashed: {message}"
+                ending, reason = Ending.HALT, f"the iteration crashed: {message}"
             summary = IterationSummary(request.number, ending, reason, worker=placement.worker)
             report = IterationReport(
                 summary,
                 [],
-                state.model_position,
                 state.learnings,
                 state.open_tasks,
                 None,
@@ -180,6 +186,19 @@ class SodaRun:
                 pass
         approval.expired = True
 
+    async def _wait_for_window(self, state: RunState, opens: float) -> None:
+        """Outside the run's working windows, as the daemon: no worker held until
+        the next one opens (or a person pauses or stops the run)."""
+        await self._release()
+        self._show(FleetStatus.WAITING)
+        left = opens - workflow.now().timestamp()
+        if left > 0:
+            with contextlib.suppress(builtins.TimeoutError):
+                await workflow.wait_condition(
+                    lambda: state.stopping or state.paused, timeout=timedelta(seconds=left)
+                )
+        state.window_opens = None
+
     def _verdict_due(self, state: RunState) -> bool:
         """The waiting plan's verdict can be taken: a person's is pending (its
         iteration named), the deadline passed, or the run stops."""
@@ -191,22 +210,29 @@ class SodaRun:
             for item in state.pending
         )
 
-    def _keep(self, state: RunState, report: IterationReport) -> str:
+    def _keep(self, state: RunState, report: IterationReport) -> Next:
+        """Keep what the iteration reports; what comes next is the fleet's row of
+        soda.loop.policy (its worker ran `notify_command` already)."""
         summary = report.summary
         state.history = [*state.history, summary][-MAX_HISTORY:]
         delivered = set(report.delivered)
         state.pending = [item for item in state.pending if item.seq not in delivered]
-        state.model_position = report.model_position
         state.learnings = report.learnings
         state.open_tasks = report.open_tasks
         state.tasks = report.tasks
         state.tokens += summary.tokens
         state.cost_usd += summary.cost_usd
         state.approval = report.approval  # the worker's record says whether a plan waits
-        suspended = summary.outcome == "awaiting_approval"  # its wait is the timer's
-        if summary.ending == "halt" or (summary.ending == "stuck" and not suspended):
+        suspended = summary.outcome == IterationOutcome.AWAITING_APPROVAL
+        then = after(
+            Host.FLEET,
+            Ending(summary.ending),
+            suspended=suspended,
+            inputs_waiting=bool(state.pending),
+        )
+        if then.next is Next.WAIT_FOR_PERSON:  # a verdict's wait is the timer's (see run)
             state.waiting_for = report.waiting_for or f"{summary.ending}: {summary.reason}"
-        return summary.ending
+        return then.next
 
     def _may_go(self, state: RunState) -> bool:
         return state.stopping or (not state.paused and state.waiting_for is None)
@@ -231,7 +257,7 @@ class SodaRun:
                 retry_policy=RetryPolicy(maximum_attempts=1),
             )
 
-    async def _end(self, status: str) -> str:
+    async def _end(self, status: FleetStatus) -> str:
         state = self.state
         assert state is not None
         await self._release(forget=not state.settings.keep_checkout)
@@ -239,7 +265,7 @@ class SodaRun:
         await workflow.wait_condition(workflow.all_handlers_finished)
         return status
 
-    def _show(self, status: str) -> None:
+    def _show(self, status: FleetStatus) -> None:
         state = self.state
         assert state is not None
         self.status = status
@@ -268,7 +294,12 @@ class SodaRun:
             state.pending = [*state.pending, HumanSignal(state.next_seq, kind, document)]
             state.next_seq += 1
             state.waiting_for = None  # a person wrote: the run goes on
-        if self.status in ("waiting", "paused", "placing", "running"):
+        if self.status in (
+            FleetStatus.WAITING,
+            FleetStatus.PAUSED,
+            FleetStatus.PLACING,
+            FleetStatus.RUNNING,
+        ):
             self._show(self.status)
 
     @workflow.query

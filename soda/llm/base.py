@@ -141,6 +141,9 @@ class ModelRequest:
     """Tokens of extended thinking to allow on top of `max_tokens` (0: none). Only
     providers that have it send it (Anthropic), and only on a turn whose tool
     choice is the model's (`must_call` empty)."""
+    iteration: int | None = None
+    """The iteration that asks (None outside one). Providers send nothing of it;
+    a scripted model that starts mid-run finds its place in its script by it."""
     on_event: EventSink | None = field(default=None, compare=False, repr=False)
     """Where the provider's events about this request go (`provider.retry`): the
     asking agent's iteration. None: the sink the provider was built with."""

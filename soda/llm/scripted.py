@@ -18,6 +18,10 @@ tool the request does not offer, or a scripted tool call that the tools refused
 (an `is_error` result) are ScriptErrors too: a replay must go exactly as written.
 An answer the runtime handed back (it broke its contract) is not: the script's
 next entry answers it, as a model given its second chance would.
+An entry may set `"iteration": N`: iteration N's first answer. A model whose
+first request is for a marked iteration starts there, so a run that goes on in
+another process (a fleet run moved to another worker) goes on from its place in
+the script; a model that has answered before goes on in order, marks or not.
 A script may set `"latency_seconds": 1.0` beside its responses: each answer
 then takes that long, as a real model's would (the fleet's bench and tests).
 The latest requests (up to 200) are kept in `requests` so tests can assert on
@@ -52,6 +56,8 @@ class ScriptedModel:
         self.latency = latency
         self.position = 0
         self.requests: deque[ModelRequest] = deque(maxlen=KEPT_REQUESTS)
+        self.starts = iteration_starts(responses, source)
+        """Iteration number -> the index of its first answer (the `iteration` marks)."""
 
     @classmethod
     def from_file(cls, path: Path) -> ScriptedModel:
@@ -68,6 +74,8 @@ class ScriptedModel:
         return cls(responses, source=str(path), latency=float(latency))
 
     def complete(self, request: ModelRequest) -> ModelResponse:
+        if not self.requests and request.iteration is not None:  # it starts mid-run
+            self.position = self.starts.get(request.iteration, self.position)
         self.requests.append(request)
         self._check_previous_calls(request)
         if self.latency:
@@ -137,3 +145,19 @@ class ScriptedModel:
                     f"model script {self.source}: a scripted tool call was refused "
                     f"(response {self.position - 1}): {result.content}"
                 )
+
+
+def iteration_starts(responses: list[dict[str, Any]], source: str) -> dict[int, int]:
+    """Where each marked iteration's answers begin; InputError for a bad mark."""
+    starts: dict[int, int] = {}
+    for index, entry in enumerate(responses):
+        mark = entry.get("iteration") if isinstance(entry, dict) else None
+        if mark is None:
+            continue
+        if not isinstance(mark, int) or isinstance(mark, bool) or mark < 1 or mark in starts:
+            raise InputError(
+                f"{source}: response {index}: iteration is the number of the iteration"
+                " it begins, 1 or more, once per iteration"
+            )
+        starts[mark] = index
+    return starts

@@ -45,9 +45,13 @@ class IterationRecord:
     id: int
     number: int
     started: float = field(default_factory=time.monotonic)
+    saved: dict[str, Any] = field(default_factory=dict)
+    """What was written, column by column, as last written: the host's report
+    (soda.loop.host) is built from it without reading the row back."""
 
     def save(self, **columns: Any) -> None:
         runs.save_iteration(self.db, self.id, columns)
+        self.saved.update(columns)
 
     def finish(self, recorder: CallRecorder) -> None:
         self.save(

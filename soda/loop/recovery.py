@@ -45,6 +45,7 @@ from soda.store import runs
 from soda.store import tasks as task_rows
 from soda.store.db import now
 from soda.system.lifecycle import kill_leftovers
+from soda.system.lock import pid_alive
 from soda.trace import SqliteTracker
 
 MAX_MERGES_SCANNED = 1000
@@ -90,18 +91,6 @@ class RecoveryReport:
             or self.branches_deleted
             or self.processes_killed
         )
-
-
-def pid_alive(pid: int | None) -> bool:
-    if not pid:
-        return False
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    return True
 
 
 def recover(config: Config, db: Database, repo: Repo, events: Events) -> RecoveryReport:

@@ -8,12 +8,11 @@ classification of every failure; `run_loop` repeats until DONE, STUCK or HALT.
 
 from __future__ import annotations
 
-import enum
 from collections.abc import Callable
 from dataclasses import dataclass
 
 from soda.agent.budget import check_before_iteration
-from soda.contracts.outcomes import IterationDecision, IterationOutcome, RunStatus
+from soda.contracts.outcomes import Ending, IterationDecision, IterationOutcome, RunStatus
 from soda.errors import (
     BudgetExhausted,
     ContractViolation,
@@ -29,32 +28,14 @@ from soda.loop.asking import approval_orientation, resume_orientation
 from soda.loop.context import Iteration, IterationRecord
 from soda.loop.decide import Decision, Kind
 from soda.loop.phases import decide_phase, orient_phase, sense_phase, spec_state
+from soda.loop.policy import Host, Next, after
 from soda.loop.pr import after_iteration
 from soda.loop.session import Session
 from soda.loop.wake import fingerprint
 from soda.store import approvals, runs
 from soda.store.db import dumps
 
-
-class Ending(enum.Enum):
-    """How a run (or a single iteration) ended, with its process exit code."""
-
-    DONE = "done"
-    CONTINUE = "continue"
-    STUCK = "stuck"
-    HALT = "halt"
-    TRANSIENT = "transient"
-    INTERRUPTED = "interrupted"
-
-    @property
-    def exit_code(self) -> int:
-        """0 DONE (and CONTINUE after --once), 3 STUCK, 4 HALT, 5 transient."""
-        return {Ending.STUCK: 3, Ending.HALT: 4, Ending.TRANSIENT: 5}.get(self, 0)
-
-    @property
-    def run_status(self) -> RunStatus:
-        """The run's status when it ends here: one that would go on was stopped."""
-        return RunStatus.STOPPED if self is Ending.CONTINUE else RunStatus(self.value)
+__all__ = ["Ending", "IterationResult", "run_iteration", "run_loop"]
 
 
 @dataclass
@@ -231,10 +212,11 @@ def run_loop(
     should_stop: Callable[[], bool] = lambda: False,
 ) -> IterationResult:
     """Iterate until DONE, STUCK, HALT or a transient failure (or one CONTINUE with
-    `once`); record how the run ended."""
+    `once`), as the foreground host's policy says (soda.loop.policy); record how
+    the run ended."""
     while True:
         result = run_iteration(session, say)
-        if result.ending is not Ending.CONTINUE or once:
+        if after(Host.FOREGROUND, result.ending, once=once).next is not Next.AGAIN:
             break
         if should_stop():
             result = IterationResult(result.number, Ending.INTERRUPTED, "stopped by a signal")

@@ -95,9 +95,12 @@ class Session:
     another at its next wake)."""
     on_landed: Callable[[str], None] | None = None
     """Called with the milestone's new tip after each merge lands, before the
-    merge is reported (soda.fleet pushes it to the remote; what it raises ends
-    the iteration, the merge not reported as landed). None: nothing is called
-    (`soda run` and the daemon)."""
+    merge is reported (a host's, given to soda.loop.host's `open_run`: the fleet
+    pushes it to the remote; what it raises ends the iteration, the merge not
+    reported as landed). None: nothing is called (`soda run` and the daemon)."""
+    latest: Iteration | None = None
+    """The iteration under way, or the last one: what soda.loop.host reports to
+    its host once `run_iteration` returns. Phases are handed theirs."""
     _jail: tuple[Config, Jail] | None = field(default=None, init=False, repr=False)
 
     @property
@@ -234,14 +237,15 @@ class Session:
         events = self.events.for_iteration(ref)
         recorder = self.recorder.for_scope(events)
         events.emit("iteration.start", {"number": number})
-        return Iteration(
+        self.latest = Iteration(
             ref,
             IterationRecord(self.db, ref.id, number),
             events,
             recorder,
-            self.runner.recording_to(recorder),
+            self.runner.recording_to(recorder, number),
             self.human.with_events(events),
         )
+        return self.latest
 
 
 def start_milestone(config: Config, repo: Repo, tracker: Tracker) -> Milestone:

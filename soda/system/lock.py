@@ -74,3 +74,16 @@ def running_pid(state_dir: Path) -> int | None:
     # Nobody holds the lock: a pid file left behind is from a crashed process.
     (state_dir / PID_NAME).unlink(missing_ok=True)
     return None
+
+
+def pid_alive(pid: int | None) -> bool:
+    """A process with this pid exists (one of another user's counts)."""
+    if not pid:
+        return False
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
