@@ -222,10 +222,11 @@ def test_the_daemon_does_not_burn_again_after_a_stall(tmp_path: Path) -> None:
     config_path = root / "soda.toml"
 
     daemon = Daemon(config_path)
-    session = daemon._preflight()
+    run = daemon._preflight()
+    session = run._session  # the loop's own: the test reads its record
     try:
         for _ in range(6):
-            daemon._tick(session)
+            daemon._tick(run)
         assert [row[1:3] for row in rows(session)] == [
             ("CONTINUE", "done_refused"),
             ("CONTINUE", "done_refused"),
@@ -239,9 +240,10 @@ def test_the_daemon_does_not_burn_again_after_a_stall(tmp_path: Path) -> None:
         session.db.conn.close()
 
     again = Daemon(config_path)  # restarted: its first wake is free
-    session = again._preflight()
+    run = again._preflight()
+    session = run._session
     try:
-        again._tick(session)
+        again._tick(run)
         assert len(rows(session)) == 3
         assert session.db.execute("SELECT count(*) FROM agent_calls").fetchone()[0] == calls
         kinds = [r["kind"] for r in session.db["events"].rows_where("kind = 'wake.skipped'")]

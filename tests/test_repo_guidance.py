@@ -15,8 +15,8 @@ import uuid
 from pathlib import Path
 
 import pytest
-from soda.loop.act.cli import cli_prompt
 
+from soda.agent.executors import cli_prompt
 from soda.config import load
 from soda.loop.repo_guidance import FRAME, INPUT, repository_guidance
 from tests.hostile_helpers import attack, command, executor, run
