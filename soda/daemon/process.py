@@ -43,7 +43,7 @@ from soda.human.write import inbox_dir
 from soda.llm.providers import check_provider
 from soda.loop.pr import poll_idle
 from soda.loop.run import Ending, run_iteration
-from soda.loop.session import Session
+from soda.loop.session import Session, check_startable
 from soda.loop.wake import nothing_new
 from soda.system.lifecycle import publish_wake, stop_signals, write_error, write_ready
 from soda.system.lock import release_lock
@@ -262,6 +262,7 @@ class Daemon:
     def _reload(self, session: Session) -> None:
         try:
             config = check_provider(load(self.config_path))
+            check_startable(config, session.model.provider)
             windows = parse_windows(config.daemon.windows)
         except SodaError as exc:
             session.events.emit("config.reload_failed", {"error": str(exc)})

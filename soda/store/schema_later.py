@@ -174,11 +174,19 @@ def m010_merge_approvals(db: Database) -> None:
     )
 
 
+def m011_price_source(db: Database) -> None:
+    """Where each call's price came from: "soda.toml" (a person's), "local" (a
+    model on this machine, free), "genai-prices X.Y.Z" or "unknown"; NULL for
+    calls recorded before soda said."""
+    db.conn.executescript("ALTER TABLE agent_calls ADD COLUMN price_source TEXT;")
+
+
 MIGRATIONS = [
     m006_milestone_digest,
     m007_bounded_reads,
     m008_forge,
     m009_approvals,
     m010_merge_approvals,
+    m011_price_source,
 ]
 """In the order they apply (never reorder one that has shipped)."""
