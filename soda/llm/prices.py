@@ -150,11 +150,9 @@ def _catalog_pricing(model: str, provider: str, endpoint: str | None) -> Pricing
         "cache_write": Usage(cache_creation_tokens=1000),
         "cache_read": Usage(cache_read_tokens=1000),
     }
-    rates = {
-        name: float(matched.calc_price(_catalog_usage(usage), catalog_provider).total_price)
-        * 1000
-        for name, usage in per_thousand.items()
-    }
+    # Rates from a thousand tokens, not a million: a long prompt may be priced
+    # at a higher tier, and these are the rates most calls pay.
+    rates = {name: _catalog_cost(found, usage) * 1000 for name, usage in per_thousand.items()}
     return Pricing(
         model,
         f"{CATALOG} {catalog_version()}",
