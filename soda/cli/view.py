@@ -273,7 +273,7 @@ def cost(
         sourced = key == "model"
         for column in (key, "calls", "tokens in", "tokens out", "cost"):
             table.add_column(column, justify="left" if column == key else "right")
-        if sourced:
+        if sourced:  # where each model's price came from (soda.llm.prices)
             table.add_column("price source", justify="left")
         for entry in report[title]:
             name = entry[key]
