@@ -7,6 +7,7 @@ a model soda cannot price refused at start unless a token budget binds it, and
 from __future__ import annotations
 
 import json
+import re
 from decimal import Decimal
 from pathlib import Path
 from typing import Any
@@ -19,6 +20,7 @@ from soda.agent.pricing import check_priced, price_lines
 from soda.agent.recorder import CallRecorder
 from soda.cli.demo import prepare
 from soda.config import BudgetConfig, Config, ExecutorConfig, ModelConfig, Price, load
+from soda.daemon.process import Daemon
 from soda.errors import BudgetExhausted, ConfigError
 from soda.events import Events
 from soda.llm.base import ModelResponse, Usage
@@ -27,6 +29,7 @@ from soda.llm.prices import is_loopback
 from soda.loop.run import Ending, run_loop
 from soda.loop.session import Session
 from soda.store import open_db
+from soda.system.lock import release_lock
 from tests.conftest import insert_run, soda
 from tests.fakeapi import FakeAPI, serve
 from tests.fakeopenai import completion, error_reply
@@ -281,3 +284,28 @@ def test_max_tokens_per_run_ends_the_run_stuck_naming_the_key(tmp_path: Path) ->
     (row,) = [b for b in status["budgets"] if b["key"] == "budget.max_tokens_per_run"]
     assert (row["used"], row["limit"], row["spent"]) == (used, 10_000, True)
     assert spent in soda("budget", cwd=root).stdout
+
+
+def test_a_reload_to_an_unpriced_executor_model_is_refused(tmp_path: Path) -> None:
+    config_path = prepare(tmp_path / "project")
+    daemon = Daemon(config_path)
+    session = daemon._preflight()
+    try:
+        before = daemon.config
+        text = config_path.read_text()
+        config_path.write_text(
+            re.sub(r"\n\[executor\]\n", f'\n[executor]\nmodel = "{UNKNOWN_MODEL}"\n', text).replace(
+                'backend = "builtin"', 'backend = "codex"'
+            )
+        )
+        daemon._reload(session)  # Codex at the OpenAI API: no price, no token budget
+        assert daemon.config is before and session.recorder.config is before
+        (kind, data) = session.db.execute(
+            "SELECT kind, data_json FROM events WHERE kind LIKE 'config.%'"
+        ).fetchone()
+        assert kind == "config.reload_failed"
+        assert f'no price for model "{UNKNOWN_MODEL}" (executor codex' in json.loads(data)["error"]
+    finally:
+        session.finish_run("stopped", "test over")
+        release_lock(daemon.config.state_dir)
+        session.db.conn.close()
