@@ -56,6 +56,8 @@ def show_iteration(db: Database, number: int) -> str:
         f"outcome: {it['outcome'] or '-'}"
         + (f", merged {it['merged_commit']}" if it["merged_commit"] else ""),
     ]
+    if it.get("progress"):
+        lines.append(f"progress: {it['progress']}")
     if it["error"]:
         lines.append(f"error: {it['error']}")
     lines += _claims_summary(it["claims_json"])

@@ -115,6 +115,9 @@ class ModelConfig(Section):
 class LoopConfig(Section):
     max_iterations: int = Field(20, ge=1, le=10_000)
     """Iterations in one run before soda stops as STUCK (1-10000)."""
+    max_stalled_iterations: int = Field(3, ge=1, le=1000)
+    """Iterations in a row without progress (nothing merged, no task closed, nothing
+    from a person) before soda stops as STUCK (1-1000; see README, Progress)."""
     loop_window: int = Field(5, ge=2, le=50)
     """How many recent iterations loop detection looks at (2-50)."""
     loop_threshold: int = Field(3, ge=2, le=50)

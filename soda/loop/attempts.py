@@ -11,7 +11,7 @@ from sqlite_utils import Database
 
 from soda.config import LoopConfig
 from soda.contracts import LoopStatus
-from soda.contracts.outcomes import LOOP_OUTCOMES
+from soda.contracts.outcomes import LOOP_OUTCOMES, IterationOutcome
 from soda.gate.evidence import json_object
 from soda.store import runs
 
@@ -25,6 +25,9 @@ from soda.store import runs
 # outcomes count, and as which class, is `soda.contracts.outcomes.LOOP_OUTCOMES`.
 
 MAX_INTENT_CHARS = 200
+DONE_CLAIM = "declare the spec met"
+"""The attempt an iteration made when ORIENT said the spec is met and the tests
+refused it (it has no plan, so no intent of its own)."""
 MAX_FAILING_NAMED = 3
 
 _STOPWORDS = frozenset(
@@ -117,6 +120,8 @@ def recent_attempts(db: Database, run_id: int, before: int, window: int) -> list
     rows = runs.window_records(db, run_id, before, window, LOOP_OUTCOMES)
     attempts = []
     for number, intent, outcome, act_json, orient_json in rows:
+        if outcome == IterationOutcome.DONE_REFUSED:  # no plan: the claim is the attempt
+            intent = intent or DONE_CLAIM
         if not intent:
             continue
         act = json_object(act_json)

@@ -75,6 +75,10 @@ class Iteration:
     """The person's inputs, its events recorded against this iteration."""
     cancel_requested: bool = False
     """Set by a person's `cancel` while the plan runs; pending tasks are skipped."""
+    progress: list[str] = field(default_factory=list)
+    """What this iteration did that counts as progress, in words, as the phases
+    note it ("a person's input", "task 4 closed"); a merge is added at the end
+    (soda.loop.progress)."""
 
     @property
     def number(self) -> int:

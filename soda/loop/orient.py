@@ -291,6 +291,8 @@ def _apply_update(session: Session, it: Iteration, task_id: int, action: str, re
         return
     if action == "close" and task.status != TaskStatus.CLOSED:
         tracker.close(task_id, reason)
+        if task.created_at < session.run_started:  # a task of this run's own making is not
+            it.progress.append(f"task {task_id} closed")  # progress: see soda.loop.progress
     elif action == "block" and task.status != TaskStatus.BLOCKED:
         tracker.block(task_id, reason)
     elif action == "unblock" and task.status == TaskStatus.BLOCKED:

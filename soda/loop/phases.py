@@ -20,6 +20,7 @@ from soda.loop.context import Iteration
 from soda.loop.decide import Budget, Control, Decision, Kind, LoopState, decide
 from soda.loop.orient import apply_orientation, orient
 from soda.loop.pr import at_done, done_line, sense_forge
+from soda.loop.progress import note_spec
 from soda.loop.sense import SenseInput, sense
 from soda.loop.session import Session
 from soda.repo.workspace import land_on_base
@@ -53,13 +54,16 @@ def sense_phase(session: Session, it: Iteration, say: Printer) -> Claims:
     for line in human.apply_at_sense(
         session.tracker, session.config.spec_path, session.store_learnings, it.number
     ):
+        it.progress.append("a person's input")
         say(f"human: {line}")
+    note_spec(session, it)  # after a spec_change input wrote it: either is the person's
     claims = sense(sense_input(session, it.number))
     if forge is not None:
         claims = claims.model_copy(update={"forge": forge})
     ids = [item.id for item in claims.human.pending]
     if ids:
         human.claim(ids, it.number)
+        it.progress.append("a person's input")
     say(
         f"sense: {len(claims.code.commits)} commits since base, "
         f"{len(claims.work.open)} open tasks, {len(ids)} human inputs"

@@ -23,7 +23,7 @@ from soda.errors import (
     TransientError,
     UserError,
 )
-from soda.loop import iteration_report
+from soda.loop import iteration_report, progress
 from soda.loop.act import act
 from soda.loop.asking import approval_orientation, resume_orientation
 from soda.loop.context import Iteration, IterationRecord
@@ -96,6 +96,13 @@ def iterate(session: Session, it: Iteration, say: Printer) -> Decision:
         if outcome == IterationOutcome.AWAITING_APPROVAL:  # suspended: a person must answer
             decision = Decision(Kind.STUCK, result.detail, outcome)
             record.save(decision=decision.kind.name, decision_reason=decision.reason)
+        elif waiting is not None:
+            it.progress.append("a person's verdict")
+    settled = progress.settle(session, it, claims, decision, outcome, act_json)
+    if settled is not decision:  # a limit that holds at every iteration's end
+        decision = settled
+        record.save(decision=decision.kind.name, decision_reason=decision.reason)
+        say(f"decide: {decision.kind.name} - {decision.reason}")
     report = iteration_report.conclude(
         session.db, it.events, it.number, orientation, act_json, outcome, it.cancel_requested
     )

@@ -38,6 +38,7 @@ from soda.repo.checkouts import Checkouts
 from soda.repo.git import open_repo
 from soda.repo.milestone import milestone_branch, milestone_name
 from soda.store import learnings, open_db, runs
+from soda.store.db import now
 from soda.store.runs import IterationRef
 from soda.system import proc
 from soda.system.clock import Clock, SystemClock
@@ -92,6 +93,9 @@ class Session:
     max_iterations: int | None = None
     """Overrides `loop.max_iterations` for this run (`soda run --max-iterations`)."""
     iterations_in_run: int = 0
+    run_started: str = ""
+    """When this run's record began (ISO-8601 UTC): a task created before it and
+    closed now is progress (soda.loop.progress)."""
     stopping: threading.Event = field(default_factory=threading.Event)
     """Set by a signal (for the daemon: its own `flags.stop`, shared): stop at the
     next safe point. Read by the loop, the agent runner and the task threads."""
@@ -185,6 +189,7 @@ class Session:
         """Record a new run: `soda run` has one; the daemon starts one per wake, so
         the per-run budget and the iteration count start again from 0."""
         milestone = self.milestone
+        self.run_started = now()
         self.run_id = runs.start_run(
             self.db,
             {

@@ -193,3 +193,29 @@ def iteration_outcome(db: Database, iteration_id: int) -> str | None:
     """The outcome recorded so far for one iteration."""
     row = db.execute("SELECT outcome FROM iterations WHERE id = ?", [iteration_id]).fetchone()
     return row[0] if row else None
+
+
+def progress_records(
+    db: Database, before: int, window: int
+) -> list[tuple[int, str | None, str | None, str | None, str | None]]:
+    """number, outcome, progress, decision_reason and act_json of the last `window`
+    iterations numbered below `before`, of any run, newest first (the primary key
+    walked backwards: the cost does not grow with the history)."""
+    return db.execute(
+        "SELECT number, outcome, progress, decision_reason, act_json FROM iterations"
+        " WHERE id IN (SELECT id FROM iterations WHERE number < ? ORDER BY id DESC LIMIT ?)"
+        " ORDER BY number DESC",
+        [before, window],
+    ).fetchall()
+
+
+def last_spec_sha(db: Database, before: int) -> str | None:
+    """The spec hash the newest iteration numbered below `before` read (any run;
+    the last 50 iterations looked at, walking the primary key backwards)."""
+    row = db.execute(
+        "SELECT spec_sha FROM iterations WHERE id IN"
+        " (SELECT id FROM iterations WHERE number < ? ORDER BY id DESC LIMIT 50)"
+        " AND spec_sha IS NOT NULL ORDER BY number DESC LIMIT 1",
+        [before],
+    ).fetchone()
+    return row[0] if row else None

@@ -174,7 +174,20 @@ def m010_merge_approvals(db: Database) -> None:
     )
 
 
-def m011_price_source(db: Database) -> None:
+def m011_progress(db: Database) -> None:
+    """Whether each iteration made progress (`soda.loop.progress`): what it did that
+    counts ("merged", "a person's input", ...; "none" when nothing did, NULL for an
+    iteration cut short or recorded before this column), and the hash of the spec
+    it read, so that the next iteration can tell a person's edit of the spec."""
+    db.conn.executescript(
+        """
+        ALTER TABLE iterations ADD COLUMN progress TEXT;
+        ALTER TABLE iterations ADD COLUMN spec_sha TEXT;
+        """
+    )
+
+
+def m012_price_source(db: Database) -> None:
     """Where each call's price came from: "soda.toml" (a person's), "local" (a
     model on this machine, free), "genai-prices X.Y.Z" or "unknown"; NULL for
     calls recorded before soda said."""
@@ -187,6 +200,7 @@ MIGRATIONS = [
     m008_forge,
     m009_approvals,
     m010_merge_approvals,
-    m011_price_source,
+    m011_progress,
+    m012_price_source,
 ]
 """In the order they apply (never reorder one that has shipped)."""
