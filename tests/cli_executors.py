@@ -24,6 +24,20 @@ from tests.fakestream import Seen, Step, StreamAPI, call, say
 from tests.plan_fakes import fake_model, new_project, open_session, plan, task
 
 KEY_ENV = "SODA_TEST_EXECUTOR_KEY"
+STAND_IN_PRICES = """
+[model.prices."claude-sonnet-4-6"]
+input = 3.0
+output = 15.0
+cache_write = 3.75
+cache_read = 0.3
+
+[model.prices."gpt-5-codex"]
+input = 1.25
+output = 10.0
+cache_read = 0.125
+"""
+"""The stand-in API is on 127.0.0.1, where soda takes a model to be local and
+free: the CLIs' models are priced here as the real ones are."""
 SECRET = "sk-ant-real-secret-0123456789-must-never-enter-the-jail"
 
 
@@ -63,7 +77,7 @@ def cli_project(
     lines = [f"{key} = {json.dumps(value)}" for key, value in chosen.items()]
     config = root / "soda.toml"
     text = re.sub(r"\n\[executor\]\n(?:[^\[].*\n|\n)*", "\n", config.read_text())
-    config.write_text(text + "\n[executor]\n" + "\n".join(lines) + "\n")
+    config.write_text(text + "\n[executor]\n" + "\n".join(lines) + "\n" + STAND_IN_PRICES)
     git(root, "commit", "-q", "-am", "executor")
     return root
 

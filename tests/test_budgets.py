@@ -95,6 +95,7 @@ def test_budget_lines_show_every_budget_with_its_scope(tmp_path: Path) -> None:
     assert lines == [
         f"budget.max_cost_usd: $0.5000 of $10.0000 (run {run_id}, running)",
         "budget.max_cost_usd_per_day: $0.5000 of $50.0000 (today)",
+        f"budget.max_tokens_per_run: off (500 tokens in run {run_id}, running)",
         f"loop.max_iterations: 0 of 20 (run {run_id}, running)",
     ]
     with pytest.raises(BudgetExhausted, match="raise \\[budget\\] max_tokens_per_iteration"):

@@ -49,7 +49,8 @@ def test_a_task_done_by_the_cli_merges_through_the_gate(
     assert all(r["input_tokens"] and r["output_tokens"] and r["cache_read_tokens"] for r in rows)
     assert {r["model"] for r in rows} == {model}
     assert {r["provider"] for r in rows} == {"anthropic" if backend == "claude-code" else "openai"}
-    assert sum(r["cost_usd"] for r in rows) > 0 or backend == "codex"  # codex: unpriced
+    assert sum(r["cost_usd"] for r in rows) > 0
+    assert {r["price_source"] for r in rows} == {"soda.toml"}  # STAND_IN_PRICES
     kinds = [r["kind"] for r in session.db["events"].rows_where("kind LIKE 'executor.%'")]
     assert "executor.tool" in kinds and "executor.said" in kinds
     ends = [r["data_json"] for r in session.db["events"].rows_where("kind = 'agent.end'")]

@@ -15,7 +15,7 @@ from soda.llm.base import ModelResponse, Usage
 from soda.store import open_db, runs
 from tests.conftest import insert_run, soda
 
-SONNET, HAIKU = "claude-sonnet-4-6", "claude-haiku-4-5"  # priced in soda's defaults
+SONNET, HAIKU = "claude-sonnet-4-6", "claude-haiku-4-5"  # priced by genai-prices
 
 
 def response(model: str, tokens_in: int, tokens_out: int, cache_read: int = 0) -> ModelResponse:

@@ -39,10 +39,13 @@ def test_all_pass_on_a_ready_project(project: Path) -> None:
         ["pass", "state"],
         ["pass", "provider"],
         ["pass", "executor"],
+        ["pass", "prices"],
         ["pass", "fit"],
         ["pass", "forge"],
     ]
     assert lines[-1].endswith("off (forge.mode)")
+    prices = next(line for line in lines if line.split()[1] == "prices")
+    assert prices.endswith("model.strong scripted: free (local)")  # the demo replays
 
 
 def test_failures_are_named_and_exit_1(project: Path) -> None:

@@ -32,6 +32,7 @@ class UnixConnection(http.client.HTTPConnection):
 class Calls:
     def __init__(self) -> None:
         self.recorded: list[tuple[str, ModelResponse, int, str | None]] = []
+        self.endpoints: list[str | None] = []
         self.events: list[tuple[str, dict[str, Any]]] = []
 
     def record(
@@ -41,8 +42,10 @@ class Calls:
         turn: int,
         request: ModelRequest | None = None,
         provider: str | None = None,
+        endpoint: str | None = None,
     ) -> None:
         self.recorded.append((agent, response, turn, provider))
+        self.endpoints.append(endpoint)
 
     def emit(self, kind: str, data: dict[str, Any]) -> None:
         self.events.append((kind, data))
@@ -87,6 +90,7 @@ def test_a_model_call_gets_the_real_key_and_is_recorded(api: StreamAPI) -> None:
             "anthropic",
             "claude-sonnet-4-6",
         )
+        assert calls.endpoints == [api.url]  # priced by where it went (here: loopback, free)
         usage = response.usage
         assert (usage.input_tokens, usage.output_tokens) == (1200, 60)
         assert (usage.cache_read_tokens, usage.cache_creation_tokens) == (300, 100)

@@ -57,6 +57,17 @@ def wire(entry: dict[str, Any]) -> Reply:
     return message_response(blocks, stop_reason="tool_use", tokens=TOKENS)
 
 
+SONNET_PRICE = """
+[model.prices."claude-sonnet-4-6"]
+input = 3.0
+output = 15.0
+cache_write = 3.75
+cache_read = 0.3
+"""
+"""The fake API is on 127.0.0.1, where soda takes a model to be local and free:
+priced here as the real API prices it."""
+
+
 def configure(root: Path, fake_api: FakeAPI, extra: str = "") -> Path:
     """Switch the demo project from the scripted provider to Anthropic at the fake API."""
     path = root / "soda.toml"
@@ -67,7 +78,7 @@ def configure(root: Path, fake_api: FakeAPI, extra: str = "") -> Path:
     text = text.replace("# base_url = (not set)", f'base_url = "{fake_api.url}"')
     text = text.replace("max_retry_wait = 120.0", "max_retry_wait = 3.0")
     text = text.replace("max_retries = 4", "max_retries = 2")
-    path.write_text(text + extra)
+    path.write_text(text + extra + SONNET_PRICE)
     return path
 
 

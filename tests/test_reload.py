@@ -57,7 +57,8 @@ def test_after_a_reload_every_holder_reads_the_new_config(tmp_path: Path) -> Non
         edit(config_path, "max_turns = 40", "max_turns = 7")
         edit(config_path, "max_cost_usd = 10.0", "max_cost_usd = 2.5")
         edit(config_path, "network = false", "network = true")
-        edit(config_path, '[model.prices."claude-haiku-4-5"]', '[model.prices."scripted"]')
+        with config_path.open("a") as toml:  # a price of one's own wins, even for a fake
+            toml.write('\n[model.prices."scripted"]\ninput = 1.0\noutput = 5.0\n')
         daemon._reload(run)
 
         after = daemon.config

@@ -6,6 +6,8 @@
     budget.max_cost_usd_per_day      every run of the local day  at midnight, or
                                                                  `soda budget reset`
     budget.max_tokens_per_iteration  one iteration               at the next iteration
+    budget.max_tokens_per_run        one run, as above (every    at the next run or wake
+                                     model, priced or not; 0: off)
     loop.max_iterations              one run, as above           at the next run or wake
 
 `check` raises BudgetExhausted naming the budget that was hit and how to raise or
@@ -23,6 +25,7 @@ from sqlite_utils import Database
 
 from soda.config import Config
 from soda.errors import BudgetExhausted
+from soda.store import agent_calls as calls
 from soda.store import budgets as rows
 
 DAY = "day"
@@ -41,15 +44,19 @@ class BudgetUse:
     limit: float
     unit: str
     """usd, tokens or iterations."""
+    off: bool = False
+    """A budget a person turned off (0): shown with its use, never spent."""
 
     @property
     def spent(self) -> bool:
-        return self.used > self.limit
+        return not self.off and self.used > self.limit
 
     def amount(self, value: float) -> str:
         return f"${value:.4f}" if self.unit == "usd" else f"{int(value):,}"
 
     def line(self) -> str:
+        if self.off:
+            return f"{self.key}: off ({self.amount(self.used)} {self.unit} in {self.scope})"
         mark = " - SPENT" if self.spent else ""
         return (
             f"{self.key}: {self.amount(self.used)} of {self.amount(self.limit)}"
@@ -83,6 +90,12 @@ def uses(config: Config, db: Database) -> list[BudgetUse]:
         scope = f"run {run_id}, {status}"
         limits = config.budget
         found.insert(0, BudgetUse("budget.max_cost_usd", scope, cost, limits.max_cost_usd, "usd"))
+        tokens, most_tokens = calls.run_tokens(db, run_id), limits.max_tokens_per_run
+        found.append(
+            BudgetUse(
+                "budget.max_tokens_per_run", scope, tokens, most_tokens, "tokens", most_tokens == 0
+            )
+        )
         most = config.loop.max_iterations
         found.append(BudgetUse("loop.max_iterations", scope, iterations, most, "iterations"))
     last = rows.last_iteration_tokens(db)
@@ -110,10 +123,14 @@ def spent_budget(config: Config, db: Database) -> BudgetUse | None:
     return next((use for use in uses(config, db) if use.spent), None)
 
 
-def check(config: Config, db: Database, run_cost: float, iteration_tokens: int) -> None:
+def check(
+    config: Config, db: Database, run_cost: float, iteration_tokens: int, run_tokens: int = 0
+) -> None:
     """Raise BudgetExhausted if the day's, this run's or this iteration's budget
     is passed, naming it and how to raise or reset it."""
     limits = config.budget
+    if 0 < limits.max_tokens_per_run < run_tokens:
+        raise BudgetExhausted(run_tokens_spent(run_tokens, limits.max_tokens_per_run))
     if run_cost > limits.max_cost_usd:
         raise BudgetExhausted(
             f"budget exhausted: spent ${run_cost:.4f} of max_cost_usd ${limits.max_cost_usd:.4f}"
@@ -132,11 +149,25 @@ def check(config: Config, db: Database, run_cost: float, iteration_tokens: int) 
 
 
 def check_before_iteration(config: Config, db: Database) -> None:
-    """Refuse to start an iteration when today's budget is already spent: no model
-    call is made just to learn it."""
+    """Refuse to start an iteration when today's budget, or the run's tokens, are
+    already spent: no model call is made just to learn it."""
     day = day_use(config, db)
     if day.spent:
         raise BudgetExhausted(exhausted_today(day))
+    most = config.budget.max_tokens_per_run
+    latest = rows.latest_run(db)
+    if most and latest is not None:
+        used = calls.run_tokens(db, latest[0])
+        if used > most:
+            raise BudgetExhausted(run_tokens_spent(used, most))
+
+
+def run_tokens_spent(used: int, most: int) -> str:
+    return (
+        f"budget exhausted: this run used {used:,} tokens, over max_tokens_per_run"
+        f" {most:,}; raise [budget] max_tokens_per_run in soda.toml, or start again:"
+        " the next run or wake counts from 0"
+    )
 
 
 def exhausted_today(day: BudgetUse) -> str:

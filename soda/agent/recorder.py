@@ -1,5 +1,6 @@
-"""Every model call stored in `agent_calls`, the iteration's totals, and the
-budget: `CallRecorder` raises BudgetExhausted once a [budget] limit is passed."""
+"""Every model call stored in `agent_calls` with its price and where that came
+from, the iteration's totals, and the budget: `CallRecorder` raises
+BudgetExhausted once a [budget] limit is passed."""
 
 from __future__ import annotations
 
@@ -11,6 +12,7 @@ from soda.agent.request_log import RequestLog
 from soda.config import Config, LiveConfig
 from soda.events import Events
 from soda.llm.base import ModelRequest, ModelResponse, safe_response
+from soda.llm.prices import Pricing, endpoint_of, pricing
 from soda.store import agent_calls
 
 
@@ -66,19 +68,22 @@ class CallRecorder:
         turn: int,
         request: ModelRequest | None = None,
         provider: str | None = None,
+        endpoint: str | None = None,
     ) -> None:
-        """Store one call; `provider` names another provider than the session's
-        (a coding CLI's calls through the egress proxy)."""
+        """Store one call, priced (soda.llm.prices); `provider` and `endpoint` name
+        another provider and address than the session's model's (a coding CLI's
+        calls through the egress proxy)."""
         # A lone surrogate in the raw answer could be neither JSON-encoded as UTF-8
         # nor stored by SQLite: it becomes U+FFFD on the way in.
         response = safe_response(response)
         if self.requests is not None and request is not None:
             self.requests.write(agent, turn, request, response)
         usage = response.usage
-        cost = usage.cost(self.config.model.prices.get(response.model))
+        priced = self.pricing(response.model, provider, endpoint)
+        cost = priced.cost(usage)
         agent_calls.record(
             self.db, self.run_id, self.iteration_id, agent, provider or self.provider, turn,
-            response, cost,
+            response, cost, priced.source,
         )  # fmt: skip
         self.tokens_in += usage.input_tokens + usage.cache_creation_tokens + usage.cache_read_tokens
         self.tokens_out += usage.output_tokens
@@ -94,9 +99,21 @@ class CallRecorder:
                 + usage.cache_read_tokens,
                 "tokens_out": usage.output_tokens,
                 "cost_usd": cost,
+                "price_source": priced.source,
             },
         )
         self._check_budget()
+
+    def pricing(
+        self, model: str, provider: str | None = None, endpoint: str | None = None
+    ) -> Pricing:
+        """How a call to `model` is priced: by the session's provider at its
+        endpoint, or by the `provider` at `endpoint` a coding CLI's call went to."""
+        config = self.config
+        if provider is None:
+            provider = self.provider
+            endpoint = endpoint_of(config.model, provider)
+        return pricing(model, provider, endpoint, config.model.prices)
 
     def note(self, agent: str, failure: str, data: dict[str, Any]) -> None:
         """A soft failure handed back to the model: an `agent.soft_failure` event."""
@@ -109,9 +126,13 @@ class CallRecorder:
     def run_cost(self) -> float:
         return agent_calls.run_cost(self.db, self.run_id)
 
+    def run_tokens(self) -> int:
+        return agent_calls.run_tokens(self.db, self.run_id)
+
     def _check_budget(self) -> None:
         """BudgetExhausted once this run's, today's or this iteration's budget is
         passed (soda.agent.budget says which, and how to raise or reset it)."""
         from soda.agent.budget import check
 
-        check(self.config, self.db, self.run_cost(), self.tokens_in + self.tokens_out)
+        tokens = self.tokens_in + self.tokens_out
+        check(self.config, self.db, self.run_cost(), tokens, self.run_tokens())

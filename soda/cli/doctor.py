@@ -4,9 +4,10 @@ Checks run in order and never raise: config, git (repository, base branch),
 the test command (its program exists), the jail (it can be made here), what the
 gate can see (per-test results or only an exit code), the state database (opens,
 migrated), and the provider (what its entry in `soda.llm.providers` says it needs:
-a key present; with `ping`, one tiny real request), and the pull requests'
-forge ([forge]; with `ping`, one request with the token). An unknown provider fails the
-config check, as any other error in soda.toml does.
+a key present; with `ping`, one tiny real request), each model's price and
+where it came from (a FAIL where a run would be refused for want of one), and
+the pull requests' forge ([forge]; with `ping`, one request with the token). An
+unknown provider fails the config check, as any other error in soda.toml does.
 With `tests`, the test command also runs once, in the jail, on a clean checkout
 of the base branch's tip, and `imports` says whether the tests imported the
 project from that checkout (an install from elsewhere makes the gate refuse
@@ -39,6 +40,7 @@ from soda.agent.condense import CHARS_PER_TOKEN
 from soda.agent.definition import Agent, first_message, load_agent, terminal_tools
 from soda.agent.executors import check_executors
 from soda.agent.limits import Limits, limits_for, request_tokens
+from soda.agent.pricing import doctor_line
 from soda.config import Config, find_config, load
 from soda.config.resources import resource_dir
 from soda.errors import MaxTokensTooLarge, PromptTooLong, SodaError
@@ -108,6 +110,7 @@ def run_checks(directory: Path, ping: bool = False, tests: bool = False) -> list
         ("state", _state),
         ("provider", lambda c: _provider(c, ping)),
         ("executor", check_executors),
+        ("prices", doctor_line),
         ("fit", lambda c: _fit(c, ping)),
         ("forge", lambda c: forge_doctor(c, open_db(c.db_path), ping)),
     ]

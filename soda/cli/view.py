@@ -218,10 +218,15 @@ def cost_report(db: Any) -> dict[str, Any]:
     def rows(items: list[agent_calls.CostRow], key: str) -> list[dict[str, Any]]:
         return [_cost_entry(item, key) for item in items]
 
+    sources = agent_calls.price_sources(db)
+    models = [
+        {**entry, "price_source": ", ".join(sources.get(str(entry["model"]), []))}
+        for entry in rows(agent_calls.cost_by(db, "model"), "model")
+    ]
     return {
         "iterations": rows(agent_calls.cost_by_iteration(db), "iteration"),
         "agents": rows(agent_calls.cost_by(db, "agent"), "agent"),
-        "models": rows(agent_calls.cost_by(db, "model"), "model"),
+        "models": models,
         "total": {k: v for k, v in _cost_entry(agent_calls.cost_total(db), "").items() if k},
     }
 
@@ -247,7 +252,9 @@ def cost(
 ) -> None:
     """What the model calls cost: per iteration, per agent, per model, and in total.
 
-    Tokens in count cache writes and reads too; the prices are [model.prices].
+    Tokens in count cache writes and reads too. Each model's price source says
+    where its price came from: soda.toml ([model.prices]), genai-prices (its
+    version), local (a model on this machine, free) or unknown (counted $0).
 
     Example: soda cost --json
     """
@@ -263,8 +270,11 @@ def cost(
         return
     for key, title in (("iteration", "iterations"), ("agent", "agents"), ("model", "models")):
         table = Table(title=f"cost by {key}", title_justify="left")
+        sourced = key == "model"
         for column in (key, "calls", "tokens in", "tokens out", "cost"):
             table.add_column(column, justify="left" if column == key else "right")
+        if sourced:  # where each model's price came from (soda.llm.prices)
+            table.add_column("price source", justify="left")
         for entry in report[title]:
             name = entry[key]
             table.add_row(
@@ -273,6 +283,7 @@ def cost(
                 f"{entry['tokens_in']:,}",
                 f"{entry['tokens_out']:,}",
                 f"${entry['cost_usd']:.4f}",
+                *([entry["price_source"]] if sourced else []),
             )
         out.print(table)
     out.print(

@@ -46,14 +46,6 @@ class Price(Section):
     """USD per million tokens read from the prompt cache (0-10000)."""
 
 
-def _default_prices() -> dict[str, Price]:
-    return {
-        "claude-sonnet-4-6": Price(input=3.0, output=15.0, cache_write=3.75, cache_read=0.30),
-        "claude-haiku-4-5": Price(input=1.0, output=5.0, cache_write=1.25, cache_read=0.10),
-        "claude-opus-4-7": Price(input=5.0, output=25.0, cache_write=6.25, cache_read=0.50),
-    }
-
-
 class ModelConfig(Section):
     provider: str = "anthropic"
     """Which model provider answers: "anthropic" (the Anthropic API), "openai" (an
@@ -103,8 +95,12 @@ class ModelConfig(Section):
     (one file per iteration N; `soda show N --requests` prints it)."""
     log_requests_keep: int = Field(50, ge=1, le=100_000)
     """How many iterations' request logs to keep, newest first (1-100000)."""
-    prices: dict[str, Price] = Field(default_factory=_default_prices)
-    """Price per model id, in USD per million tokens; unknown models cost 0."""
+    prices: dict[str, Price] = Field(default_factory=dict)
+    """Your price per model id, in USD per million tokens, e.g. [model.prices."my-model"]
+    input = 1.0, output = 2.0. It wins over everything; without one, a model on a
+    loopback endpoint (127.0.0.1, localhost, ::1) is free and any other is priced
+    by the genai-prices package's data. A model neither prices (and no
+    [budget] max_tokens_per_run) is refused at start: a cost budget could not bind."""
 
     @model_validator(mode="after")
     def _thinking_is_off_or_enough(self) -> ModelConfig:
@@ -160,6 +156,11 @@ class BudgetConfig(Section):
     it stops as STUCK until midnight or `soda budget reset` (0-100000)."""
     max_tokens_per_iteration: int = Field(2_000_000, ge=1, le=100_000_000)
     """Token limit (input + output) for one iteration (1-100000000)."""
+    max_tokens_per_run: int = Field(0, ge=0, le=10_000_000_000)
+    """Token limit (input, cache reads and writes, and output) for one run, whatever
+    the model and its price (0-10000000000; 0: off). Set it to budget a model soda
+    cannot price by tokens instead of dollars: such a model then starts (its calls
+    count $0) and the cost limits keep binding the models soda can price."""
 
 
 class ActConfig(Section):

@@ -247,6 +247,7 @@ class Daemon:
     def _reload(self, run: Run) -> None:
         try:
             config = check_provider(load(self.config_path))
+            run.check_startable(config)
             windows = parse_windows(config.daemon.windows)
         except SodaError as exc:
             run.events.emit("config.reload_failed", {"error": str(exc)})

@@ -36,7 +36,7 @@ from soda.loop.plan_only import Preview, preview, render_preview
 from soda.loop.pr import poll_idle
 from soda.loop.run import IterationResult, run_iteration, run_loop
 from soda.loop.sense import MAX_OTHER_TASKS
-from soda.loop.session import Milestone, Session
+from soda.loop.session import Milestone, Session, check_startable
 from soda.loop.wake import nothing_new
 from soda.store import tasks
 from soda.system.lock import release_lock
@@ -234,6 +234,11 @@ class Run:
     def finish(self, status: RunStatus, reason: str) -> None:
         """Close the run's record (once; a closed one stays as it was)."""
         self._session.finish_run(status, reason)
+
+    def check_startable(self, config: Config) -> None:
+        """`config` may run here (a reload): every model it may call is priced or
+        bound by a token budget (ConfigError otherwise; soda.loop.session)."""
+        check_startable(config, self._session.model.provider)
 
     def check_jail(self) -> None:
         """The jail this run's commands need works here (UserError otherwise)."""

@@ -21,6 +21,7 @@ import git
 from git import Repo
 from sqlite_utils import Database
 
+from soda.agent.pricing import check_priced
 from soda.agent.recorder import CallRecorder
 from soda.agent.runtime import AgentRunner
 from soda.config import Config, LiveConfig
@@ -53,6 +54,14 @@ class Milestone:
     branch: str
     base_commit: str
     root_task_id: int
+
+
+def check_startable(config: Config, provider: str) -> None:
+    """What a config must pass before a run starts on it (and before the daemon
+    takes it on a reload), besides loading: every model the run may call is
+    priced, or bound by a token budget (soda.agent.pricing), so the cost budget
+    never silently fails to bind. ConfigError (exit 2) otherwise."""
+    check_priced(config, provider)
 
 
 @dataclass
@@ -138,12 +147,15 @@ class Session:
         start_run: bool = True,
         stopping: threading.Event | None = None,
     ) -> Session:
-        """Lock, recover, start or resume the milestone and (unless `start_run` is
-        False: the daemon starts one per wake) record a run. A `LiveConfig` is
-        shared: whoever swaps its config swaps the session's; so is `stopping`:
-        whoever sets it stops the session at its next safe point."""
+        """Check that every model the run may call is priced or bound by a token
+        budget (soda.agent.pricing), lock, recover, start or resume the milestone
+        and (unless `start_run` is False: the daemon starts one per wake) record a
+        run. A `LiveConfig` is shared: whoever swaps its config swaps the
+        session's; so is `stopping`: whoever sets it stops the session at its next
+        safe point."""
         live = LiveConfig.of(config)
         config = live.current
+        check_startable(config, model.provider if model is not None else config.model.provider)
         repo = open_repo(config.root)
         acquire_lock(config.state_dir)  # one soda per repository, daemon or foreground
         db = open_db(config.db_path)

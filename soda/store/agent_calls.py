@@ -23,8 +23,10 @@ def record(
     turn: int,
     response: ModelResponse,
     cost_usd: float,
+    price_source: str | None = None,
 ) -> None:
-    """Store one call in its own transaction; the raw response is kept as JSON."""
+    """Store one call in its own transaction; the raw response is kept as JSON,
+    `price_source` says where its price came from (soda.llm.prices)."""
     usage = response.usage
     with db.conn:
         insert(
@@ -44,6 +46,7 @@ def record(
                 "cache_creation_tokens": usage.cache_creation_tokens,
                 "cache_read_tokens": usage.cache_read_tokens,
                 "cost_usd": cost_usd,
+                "price_source": price_source,
                 "stop_reason": response.stop_reason,
                 "response_json": dumps(response.raw),
             },
@@ -53,6 +56,17 @@ def record(
 def run_cost(db: Database, run_id: int | None) -> float:
     """Dollars spent by the calls of run `run_id` (of calls outside any run for None)."""
     return summed_cost(db, ("run", run_id), "run_id IS ?", [run_id], "run_id IS ?", [run_id])
+
+
+TOKENS = "input_tokens + cache_creation_tokens + cache_read_tokens + output_tokens"
+"""A call's tokens, every kind counted (what the token budgets count)."""
+
+
+def run_tokens(db: Database, run_id: int | None) -> int:
+    """Tokens (in, cache reads and writes, out) of the calls of run `run_id`."""
+    key = ("run tokens", run_id)
+    where = "run_id IS ?"
+    return int(summed_cost(db, key, where, [run_id], where, [run_id], TOKENS))
 
 
 _RUNNING: weakref.WeakKeyDictionary[object, dict[tuple[object, ...], tuple[int, int, float]]] = (
@@ -68,8 +82,10 @@ def summed_cost(
     params: list[object],
     first_where: str,
     first_params: list[object],
+    summed: str = "cost_usd",
 ) -> float:
-    """SUM(cost_usd) of the calls matching `where`, kept up to date instead of
+    """SUM(`summed`) of the calls matching `where` (cost_usd unless another
+    expression of a call's columns is given), kept up to date instead of
     summed again: the budgets ask after every model call, and a run's calls (or
     a day's) would be read again each time, a cost growing with the history.
     Calls are appended, so the sum for `key` is remembered with the last call id
@@ -91,7 +107,7 @@ def summed_cost(
         seen, total = (top, 0.0) if first is None else (int(first) - 1, 0.0)
     if top > seen:
         part = db.execute(
-            f"SELECT COALESCE(SUM(cost_usd), 0) FROM agent_calls WHERE id > ? AND id <= ?"
+            f"SELECT COALESCE(SUM({summed}), 0) FROM agent_calls WHERE id > ? AND id <= ?"
             f" AND {where}",
             [seen, top, *params],
         ).fetchone()[0]
@@ -135,3 +151,15 @@ def cost_total(db: Database) -> CostRow:
     """Calls, tokens and cost of every call ever recorded (key None)."""
     row: CostRow = db.execute(f"SELECT NULL, {_SUMS} FROM agent_calls c").fetchone()
     return row
+
+
+def price_sources(db: Database) -> dict[str, list[str]]:
+    """Where each model's prices came from, the newest source first ("not
+    recorded" for calls stored before soda kept it)."""
+    found: dict[str, list[str]] = {}
+    for model, source in db.execute(
+        "SELECT model, COALESCE(price_source, 'not recorded') FROM agent_calls"
+        " GROUP BY model, price_source ORDER BY MAX(id) DESC"
+    ).fetchall():
+        found.setdefault(str(model), []).append(str(source))
+    return found

@@ -187,6 +187,13 @@ def m011_progress(db: Database) -> None:
     )
 
 
+def m012_price_source(db: Database) -> None:
+    """Where each call's price came from: "soda.toml" (a person's), "local" (a
+    model on this machine, free), "genai-prices X.Y.Z" or "unknown"; NULL for
+    calls recorded before soda said."""
+    db.conn.executescript("ALTER TABLE agent_calls ADD COLUMN price_source TEXT;")
+
+
 MIGRATIONS = [
     m006_milestone_digest,
     m007_bounded_reads,
@@ -194,5 +201,6 @@ MIGRATIONS = [
     m009_approvals,
     m010_merge_approvals,
     m011_progress,
+    m012_price_source,
 ]
 """In the order they apply (never reorder one that has shipped)."""

@@ -73,6 +73,7 @@ class Record(Protocol):
         turn: int,
         request: ModelRequest | None = None,
         provider: str | None = None,
+        endpoint: str | None = None,
     ) -> None: ...
 
 
@@ -216,7 +217,7 @@ class EgressProxy:
             latency_ms=latency,
         )
         try:
-            self._record(self.agent, answer, turn, None, self.route.provider)
+            self._record(self.agent, answer, turn, None, self.route.provider, self.route.upstream)
         except BudgetExhausted as exc:
             with self._lock:
                 self.budget = exc

@@ -29,12 +29,13 @@ class LockedRecorder:
         turn: int,
         request: ModelRequest | None = None,
         provider: str | None = None,
+        endpoint: str | None = None,
     ) -> None:
         with self._lock:
             if provider is None:
                 self._recorder(agent, response, turn, request)
             else:
-                self._recorder(agent, response, turn, request, provider)
+                self._recorder(agent, response, turn, request, provider, endpoint)
 
     def __getattr__(self, name: str) -> Any:
         attribute = getattr(self._recorder, name)
