@@ -289,7 +289,8 @@ def test_max_tokens_per_run_ends_the_run_stuck_naming_the_key(tmp_path: Path) ->
 def test_a_reload_to_an_unpriced_executor_model_is_refused(tmp_path: Path) -> None:
     config_path = prepare(tmp_path / "project")
     daemon = Daemon(config_path)
-    session = daemon._preflight()
+    run = daemon._preflight()
+    session = run._session  # the loop's own: the test reads its record
     try:
         before = daemon.config
         text = config_path.read_text()
@@ -298,7 +299,7 @@ def test_a_reload_to_an_unpriced_executor_model_is_refused(tmp_path: Path) -> No
                 'backend = "builtin"', 'backend = "codex"'
             )
         )
-        daemon._reload(session)  # Codex at the OpenAI API: no price, no token budget
+        daemon._reload(run)  # Codex at the OpenAI API: no price, no token budget
         assert daemon.config is before and session.recorder.config is before
         (kind, data) = session.db.execute(
             "SELECT kind, data_json FROM events WHERE kind LIKE 'config.%'"
