@@ -160,6 +160,10 @@ class BudgetConfig(Section):
     it stops as STUCK until midnight or `soda budget reset` (0-100000)."""
     max_tokens_per_iteration: int = Field(2_000_000, ge=1, le=100_000_000)
     """Token limit (input + output) for one iteration (1-100000000)."""
+    max_wall_seconds: float = Field(14_400.0, ge=0, le=2_592_000, allow_inf_nan=False)
+    """Wall-clock limit, in seconds, for one run: one `soda run`, or one wake of the
+    daemon; passing it kills the running command (as `soda stop` does) and ends the
+    run as STUCK at the next safe point; 0 for no limit (0-2592000, 30 days)."""
 
 
 class ActConfig(Section):
