@@ -142,6 +142,7 @@ class Session:
         model: Model | None = None,
         start_run: bool = True,
         stopping: threading.Event | None = None,
+        clock: Clock | None = None,
     ) -> Session:
         """Lock, recover, start or resume the milestone and (unless `start_run` is
         False: the daemon starts one per wake) record a run. A `LiveConfig` is
@@ -174,8 +175,10 @@ class Session:
             Checkouts(repo, config.state_dir / "worktrees"),
             HumanQueue(config.state_dir, db, events),
             stopping=stopping if stopping is not None else threading.Event(),
+            clock=clock or SystemClock(),
         )
         runner.should_stop = lambda: session.stop_requested
+        runner.clock = session.clock  # a wait for the provider's limit runs on it
         session.pulls = connect(config, db, milestone.branch)
         if start_run:
             session.start_run()
