@@ -51,6 +51,18 @@ def wait_out(
     event(RESUMED, {"agent": who, "until": until, "stopped": False})
 
 
+def wait_until(
+    until: float,
+    why: str,
+    who: str,
+    clock: Clock,
+    should_stop: Callable[[], bool],
+    event: Event,
+) -> None:
+    """`wait_out` until `until` (seconds since the epoch) on `clock`."""
+    wait_out(max(0.0, until - _epoch(clock)), why, who, clock, should_stop, event)
+
+
 def waiting_line(until: str) -> str:
     """What `soda status` and the web say while soda waits."""
     return f"waiting for the provider's limit until {until}"
