@@ -223,3 +223,25 @@ def test_the_wait_ends_at_a_stop_and_makes_no_call() -> None:
         )
     assert [k for k, _ in events] == ["provider.waiting", "provider.resumed"]
     assert events[1][1]["stopped"] is True and clock.slept == 2.0
+
+
+def test_the_wall_time_limit_ends_a_wait_for_the_provider_stuck(
+    root: Path, fake_api: FakeAPI
+) -> None:
+    """An hour's limit and a run allowed 3 s: the wait (on the real clock) ends at
+    the run's limit, STUCK naming it, with no call after the refused one."""
+    text = (root / "soda.toml").read_text()
+    (root / "soda.toml").write_text(
+        text.replace("max_wall_seconds = 14400.0", "max_wall_seconds = 3")
+    )
+    fake_api.enqueue(limit_window(3600))
+    started = time.monotonic()
+    session = Session.open(load(root / "soda.toml"))
+    result = run_loop(session, lambda line: None)
+    assert result.ending is Ending.STUCK
+    assert "budget.max_wall_seconds = 3 s" in result.reason
+    assert time.monotonic() - started < 3 + 10
+    assert len(fake_api.requests) == 1
+    kinds = [r[0] for r in session.db.execute("SELECT kind FROM events ORDER BY id")]
+    assert kinds.index("provider.waiting") < kinds.index("provider.resumed")
+    assert "waiting for the provider" not in soda_status(root)
