@@ -20,6 +20,10 @@ an executor's task ends as given up instead):
 - a prompt that fits but leaves no room for max_tokens (vLLM): max_tokens is
   lowered to the room the server reports and the call is made again.
 
+A provider's rate limit that outlasts its retry budget (`ProviderLimit`) is no
+failure: the runner waits until it resets, with no model call (soda.agent.quota,
+on its `clock`, ending at a stop), and makes the same call again.
+
 What each agent may spend comes from its model's context window
 (`soda.agent.limits`): the answer budget, the tool-result size and the
 condensing budget. A first request that cannot fit the window, by soda's
