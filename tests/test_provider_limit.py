@@ -26,6 +26,7 @@ from soda.llm.ratelimits import anthropic_wait, openai_wait
 from soda.llm.retry import RetryableError, call_with_retries
 from soda.loop.run import Ending, run_loop
 from soda.loop.session import Session
+from tests.conftest import wait_for
 from tests.fakeapi import FakeAPI, limit_window
 from tests.test_loop_anthropic import DEMO, configure, wire
 
@@ -84,24 +85,25 @@ def test_a_spent_rate_limit_is_waited_out_with_no_call_then_the_same_task_goes_o
 ) -> None:
     said: list[str] = []
     calls_while_waiting: list[int] = []
+    real: list[float] = []
 
     def look() -> None:  # inside the wait: what a person sees, and what the API got
         if not said:
             said.append(soda_status(root))
         calls_while_waiting.append(len(fake_api.requests))
+        real.append(time.monotonic())
 
     clock = FakeClock(look)
     fake_api.clock = clock.epoch
     # The executor's second turn meets a limit spent for 40 s.
     fake_api.enqueue(*[wire(e) for e in DEMO[:6]], limit_window(LIMIT_S))
     fake_api.enqueue(*[wire(e) for e in DEMO[6:]])
-    started = time.monotonic()
     session = Session.open(load(root / "soda.toml"), clock=clock)
     result = run_loop(session, lambda line: None)
 
     assert result.ending is Ending.DONE, result.reason
-    assert time.monotonic() - started < 60  # the 40 s passed on the fake clock
-    assert clock.slept >= LIMIT_S
+    assert clock.slept >= LIMIT_S and len(real) >= LIMIT_S
+    assert real[-1] - real[1] < 10  # the 40 s passed on the fake clock, not the real one
     # One refused request, then nothing until the reset: the next came after it.
     # (The fake clock stands still between sleeps: the first calls share its time.)
     reset_at = fake_api.limited_until or 0
@@ -228,19 +230,22 @@ def test_the_wait_ends_at_a_stop_and_makes_no_call() -> None:
 def test_the_wall_time_limit_ends_a_wait_for_the_provider_stuck(
     root: Path, fake_api: FakeAPI
 ) -> None:
-    """An hour's limit and a run allowed 3 s: the wait (on the real clock) ends at
-    the run's limit, STUCK naming it, with no call after the refused one."""
-    text = (root / "soda.toml").read_text()
-    (root / "soda.toml").write_text(
-        text.replace("max_wall_seconds = 14400.0", "max_wall_seconds = 3")
-    )
+    """An hour's limit, waited on the real clock; the run's wall-time limit passes
+    during the wait (started once the wait began, so a loaded machine cannot reach
+    it first): the wait ends at once, the run STUCK naming the key, no call made."""
     fake_api.enqueue(limit_window(3600))
-    started = time.monotonic()
     session = Session.open(load(root / "soda.toml"))
-    result = run_loop(session, lambda line: None)
+    results: list[Any] = []
+    loop = threading.Thread(target=lambda: results.append(run_loop(session, lambda line: None)))
+    loop.start()
+    try:
+        wait_for(lambda: "waiting for the provider" in soda_status(root), 120, "the wait")
+        session.wall.start(0.5, stopping=False)
+    finally:
+        loop.join(60)
+    (result,) = results
     assert result.ending is Ending.STUCK
-    assert "budget.max_wall_seconds = 3 s" in result.reason
-    assert time.monotonic() - started < 3 + 10
+    assert "budget.max_wall_seconds = 0.5 s" in result.reason
     assert len(fake_api.requests) == 1
     kinds = [r[0] for r in session.db.execute("SELECT kind FROM events ORDER BY id")]
     assert kinds.index("provider.waiting") < kinds.index("provider.resumed")

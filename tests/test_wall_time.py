@@ -21,7 +21,7 @@ from tests.test_daemon import DEMO, query
 from tests.test_lifecycle import processes_with, soda_run
 
 PYTHON = json.dumps(sys.executable)[1:-1]
-LIMIT = 12
+LIMIT = 15
 """Seconds: enough for a loaded machine to reach the executor's command."""
 
 
@@ -66,7 +66,7 @@ def test_a_run_out_of_time_kills_the_command_and_ends_stuck_naming_the_key(
     assert not processes_with(marker)
     last = output.splitlines()[-1]
     assert last.startswith("STUCK: soda needs a person"), output
-    assert "budget.max_wall_seconds = 12 s" in output
+    assert f"budget.max_wall_seconds = {LIMIT} s" in output
     rows = query(root, "SELECT decision, decision_reason, outcome, ended_at FROM iterations")
     assert len(rows) == 1
     decision, reason, outcome, ended = rows[0]
@@ -78,7 +78,7 @@ def test_a_run_out_of_time_kills_the_command_and_ends_stuck_naming_the_key(
     assert status == "stuck" and "budget.max_wall_seconds" in run_reason
     # The limit plus one safe point: the killed command's tool call returns at once.
     took = (datetime.fromisoformat(closed) - datetime.fromisoformat(began)).total_seconds()
-    assert LIMIT <= took < LIMIT + 3, took
+    assert LIMIT <= took < LIMIT + 8, took
     assert not any((root / "state" / "worktrees").iterdir())
 
 
