@@ -12,10 +12,14 @@ from pathlib import Path
 
 from soda.cli.demo import SCRIPT_PATH, prepare
 from soda.config import load
+from soda.contracts import HumanInput
 from soda.contracts.outcomes import RunStatus
+from soda.daemon.process import Daemon
+from soda.human.write import write_input
 from soda.loop.run import Ending, run_loop
 from soda.loop.session import Session
 from soda.system import proc
+from soda.system.lock import release_lock
 from tests.conftest import wait_for
 from tests.test_daemon import DEMO, query
 from tests.test_lifecycle import processes_with, soda_run
@@ -106,4 +110,30 @@ def test_a_limit_passed_before_an_iteration_ends_it_stuck_and_the_next_run_runs_
         assert not session.stop_requested
     finally:
         session.finish_run(RunStatus.STOPPED, "test over")
+        proc.allow_commands()
+
+
+def test_a_daemon_wake_out_of_time_ends_stuck_and_the_daemon_stays_up(tmp_path: Path) -> None:
+    """Per wake: the daemon's run ends STUCK on the limit, the daemon idles (not
+    stopped), and a person's word starts a new run whose limit starts afresh."""
+    root = project(tmp_path, DEMO, 0.3)
+    daemon = Daemon(root / "soda.toml")
+    session = daemon._preflight()
+    try:
+        daemon._tick(session)
+        assert session.run_ended and daemon.idle and not daemon.stopping.is_set()
+        ((status, reason),) = query(root, "SELECT status, final_reason FROM runs")
+        assert status == "stuck" and "budget.max_wall_seconds = 0.3 s" in reason
+        assert proc.run("true", cwd=root, timeout=10).ok  # commands may start again
+        text = (root / "soda.toml").read_text().replace("max_wall_seconds = 0.3", "")
+        (root / "soda.toml").write_text(text)
+        daemon.live.current = load(root / "soda.toml")
+        write_input(session.config.state_dir, HumanInput(kind="correction", text="go on"))
+        daemon._tick(session)
+        runs = query(root, "SELECT status, final_reason FROM runs ORDER BY id")
+        assert len(runs) == 2 and "max_wall_seconds" not in str(runs[1][1])
+    finally:
+        session.finish_run(RunStatus.STOPPED, "test over")
+        release_lock(daemon.config.state_dir)
+        session.db.conn.close()
         proc.allow_commands()
