@@ -118,9 +118,10 @@ def test_a_daemon_wake_out_of_time_ends_stuck_and_the_daemon_stays_up(tmp_path: 
     stopped), and a person's word starts a new run whose limit starts afresh."""
     root = project(tmp_path, DEMO, 0.3)
     daemon = Daemon(root / "soda.toml")
-    session = daemon._preflight()
+    run = daemon._preflight()
+    session = run._session  # the loop's own: the test reads its record
     try:
-        daemon._tick(session)
+        daemon._tick(run)
         assert session.run_ended and daemon.idle and not daemon.stopping.is_set()
         ((status, reason),) = query(root, "SELECT status, final_reason FROM runs")
         assert status == "stuck" and "budget.max_wall_seconds = 0.3 s" in reason
@@ -129,7 +130,7 @@ def test_a_daemon_wake_out_of_time_ends_stuck_and_the_daemon_stays_up(tmp_path: 
         (root / "soda.toml").write_text(text)
         daemon.live.current = load(root / "soda.toml")
         write_input(session.config.state_dir, HumanInput(kind="correction", text="go on"))
-        daemon._tick(session)
+        daemon._tick(run)
         runs = query(root, "SELECT status, final_reason FROM runs ORDER BY id")
         assert len(runs) == 2 and "max_wall_seconds" not in str(runs[1][1])
     finally:
