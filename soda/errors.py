@@ -14,9 +14,12 @@
     ├── TransientError         the world hiccupped (timeouts, 429, 5xx); retried with
     │                          backoff inside the provider, then surfaced: the iteration
     │                          ends, nothing is lost, the run can resume (exit 5)
-    │   └── ModelGaveUp        a model's ordinary failure (turn limit, max_tokens, no tool
-    │                          call, prompt too long) outlasted the one second chance the
-    │                          runtime gives it; an executor's ends its task as given up
+    │   ├── ModelGaveUp        a model's ordinary failure (turn limit, max_tokens, no tool
+    │   │                      call, prompt too long) outlasted the one second chance the
+    │   │                      runtime gives it; an executor's ends its task as given up
+    │   └── ProviderLimit      the provider's rate limit (HTTP 429 with the time it resets)
+    │                          outlasts the retry budget: the agent waits it out with no
+    │                          model call, then asks again (soda.agent.quota)
     └── StructuralError        the system itself is wrong; the loop HALTs and records why (exit 4)
         ├── ContractViolation  an agent's answer broke its JSON Schema contract twice in
         │                      one run (the first slip goes back to the model)
@@ -126,6 +129,19 @@ class ModelGaveUp(TransientError):
     def __init__(self, reason: str, message: str, raw: Any = None) -> None:
         self.reason = reason
         self.raw = raw
+        super().__init__(message)
+
+
+class ProviderLimit(TransientError):
+    """The provider refused a call for a rate limit (HTTP 429, or a coding CLI's own
+    structural report of one) that resets later than the retry budget reaches, and
+    said when (`seconds` from the answer). The agent runner waits it out, making no
+    model call, honouring a stop and [budget] max_wall_seconds, then asks again; a
+    caller that cannot wait sees a transient failure. Only a provider's answer
+    raises it: text in a tool's output or a file never does."""
+
+    def __init__(self, message: str, seconds: float) -> None:
+        self.seconds = seconds
         super().__init__(message)
 
 

@@ -12,7 +12,11 @@ items, built with the helpers below, and records every request.
         ...  # ModelConfig(base_url=fake_api.url) and a key in ANTHROPIC_API_KEY
         assert fake_api.requests[-1].body["tool_choice"] == {"type": "any"}
 
-Faults: `rate_limited(retry_after)` (429), `server_error()` (500), `overloaded()`
+Faults: `rate_limited(retry_after)` (429), `limit_window(seconds)` (the rate limit
+is spent for `seconds`: that request and every one until then get a 429 with
+Anthropic's `anthropic-ratelimit-*` headers saying when it resets, the queue
+untouched; requests are stamped with `clock`, a function the test may share
+with soda's Clock, which also dates the answers), `server_error()` (500), `overloaded()`
 (529), `unauthorized()` (401), `bad_request(message)` (400), `prompt_too_long()`
 (the API's 400 for a conversation past the context window), `stall(seconds)` (no
 answer until the client gives up; bounded), `drop()` (socket closed without a
@@ -38,9 +42,12 @@ from __future__ import annotations
 import itertools
 import json
 import threading
+import time
 from collections import deque
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from email.utils import formatdate
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any, Literal
 
@@ -65,6 +72,8 @@ class Reply:
     payload: bytes | None = None
     """Sent verbatim instead of the JSON of `body` (for bodies that are not JSON)."""
     content_type: str = "application/json"
+    limit_seconds: float = 0.0
+    """Above 0: the rate limit is spent from now for this long (see `limit_window`)."""
 
 
 @dataclass(frozen=True)
@@ -75,6 +84,8 @@ class RecordedRequest:
     path: str
     headers: dict[str, str]
     body: Any
+    at: float = 0.0
+    """When it came, by the server's `clock` (seconds since the epoch)."""
 
 
 class FakeAPI:
@@ -89,6 +100,11 @@ class FakeAPI:
         self.respond: Callable[[Any], Reply] | None = None
         """Answers a request the queue has no reply for (see the module docstring)."""
         self.simulate_cache = False
+        self.clock: Callable[[], float] = time.time
+        """The server's time (seconds since the epoch): stamps requests, dates
+        answers and times rate-limit windows; a test may share its fake clock."""
+        self.limited_until: float | None = None
+        """While the clock is before it, every request gets a spent rate limit."""
         self._cached: set[str] = set()
         self._queue: deque[Reply] = deque()
         self._lock = threading.Lock()
@@ -127,6 +143,16 @@ class FakeAPI:
     def _record(self, request: RecordedRequest) -> None:
         with self._lock:
             self.requests.append(request)
+
+    def _limited(self, now: float) -> Reply | None:
+        """The 429 of a spent rate limit, while one is spent (or a `limit_window`
+        reply at the head of the queue spends it now)."""
+        with self._lock:
+            if self._queue and self._queue[0].limit_seconds > 0:
+                self.limited_until = now + self._queue.popleft().limit_seconds
+            if self.limited_until is not None and now < self.limited_until:
+                return spent_limit(self.limited_until)
+        return None
 
     def _next_reply(self, body: Any = None) -> Reply:
         with self._lock:
@@ -174,12 +200,20 @@ class _Handler(BaseHTTPRequestHandler):
     def log_message(self, format: str, *args: Any) -> None:
         """Silence the per-request log lines; tests assert on `requests` instead."""
 
+    def date_time_string(self, timestamp: float | None = None) -> str:
+        """The `date` header, by the fake's clock."""
+        return formatdate(self.server.fake.clock() if timestamp is None else timestamp, usegmt=True)
+
     def do_POST(self) -> None:
         fake = self.server.fake
         raw = self.rfile.read(int(self.headers.get("content-length") or 0))
         headers = {name.lower(): value for name, value in self.headers.items()}
-        fake._record(RecordedRequest("POST", self.path, headers, _parse(raw)))
-        if self.path.split("?")[0] != fake.path:
+        now = fake.clock()
+        fake._record(RecordedRequest("POST", self.path, headers, _parse(raw), now))
+        limited = fake._limited(now) if self.path.split("?")[0] == fake.path else None
+        if limited is not None:
+            reply = limited
+        elif self.path.split("?")[0] != fake.path:
             reply = error_response(404, "not_found_error", f"fake API has no {self.path}")
         elif fake.require_key and not api_key_of(headers):
             reply = error_response(401, "authentication_error", "x-api-key header is required")
@@ -333,6 +367,35 @@ def rate_limited(retry_after: float = 1) -> Reply:
         "Number of requests has exceeded your rate limit",
         {"retry-after": f"{retry_after:g}"},
     )
+
+
+def limit_window(seconds: float) -> Reply:
+    """The rate limit is spent for `seconds` from the request that meets this reply:
+    it and every request until then get `spent_limit`, the queue untouched."""
+    return Reply(limit_seconds=seconds)
+
+
+def spent_limit(reset: float, retry_after: float | None = None) -> Reply:
+    """A 429 as the API sends it when the request limit is spent until `reset`
+    (seconds since the epoch): the spent limit's `-remaining` is 0, the token
+    limit, not spent, resets sooner."""
+    headers = {
+        "anthropic-ratelimit-requests-limit": "50",
+        "anthropic-ratelimit-requests-remaining": "0",
+        "anthropic-ratelimit-requests-reset": _rfc3339(reset),
+        "anthropic-ratelimit-tokens-limit": "80000",
+        "anthropic-ratelimit-tokens-remaining": "79000",
+        "anthropic-ratelimit-tokens-reset": _rfc3339(reset - 30),
+    }
+    if retry_after is not None:
+        headers["retry-after"] = f"{retry_after:g}"
+    return error_response(
+        429, "rate_limit_error", "Number of request tokens has exceeded your rate limit", headers
+    )
+
+
+def _rfc3339(seconds: float) -> str:
+    return datetime.fromtimestamp(seconds, UTC).isoformat().replace("+00:00", "Z")
 
 
 def server_error() -> Reply:

@@ -48,6 +48,8 @@ class Step:
     output_tokens: int = 60
     cache_read: int = 300
     cache_write: int = 100
+    headers: dict[str, str] = field(default_factory=dict)
+    """Sent with an error answer (e.g. a 429's rate-limit headers)."""
 
 
 def say(text: str) -> Step:
@@ -58,8 +60,8 @@ def call(tool: str, input: dict[str, Any], text: str = "") -> Step:
     return Step(text=text, tool=tool, input=input)
 
 
-def status(code: int) -> Step:
-    return Step(status=code)
+def status(code: int, headers: dict[str, str] | None = None) -> Step:
+    return Step(status=code, headers=headers or {})
 
 
 def stall_after_start() -> Step:
@@ -152,7 +154,7 @@ class _Handler(BaseHTTPRequestHandler):
         if step.status != 200:
             kind = ERROR_TYPES.get(step.status, "api_error")
             error = {"type": kind, "message": f"stand-in {kind}"}
-            self._answer_json(step.status, {"type": "error", "error": error})
+            self._answer_json(step.status, {"type": "error", "error": error}, step.headers)
             return
         events = _messages(step, body) if path == "/v1/messages" else _responses(step, body)
         self.send_response(200)
@@ -172,11 +174,15 @@ class _Handler(BaseHTTPRequestHandler):
             except OSError:
                 return
 
-    def _answer_json(self, code: int, body: dict[str, Any]) -> None:
+    def _answer_json(
+        self, code: int, body: dict[str, Any], headers: dict[str, str] | None = None
+    ) -> None:
         payload = json.dumps(body).encode()
         self.send_response(code)
         self.send_header("content-type", "application/json")
         self.send_header("content-length", str(len(payload)))
+        for name, value in (headers or {}).items():
+            self.send_header(name, value)
         self.end_headers()
         self.wfile.write(payload)
 

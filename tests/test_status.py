@@ -37,6 +37,7 @@ KEYS = {
     "questions",
     "next_wake",
     "pull_request",
+    "provider_wait",
 }
 
 

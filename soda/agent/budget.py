@@ -9,6 +9,8 @@
     budget.max_tokens_per_run        one run, as above (every    at the next run or wake
                                      model, priced or not; 0: off)
     loop.max_iterations              one run, as above           at the next run or wake
+    budget.max_wall_seconds          one run's wall-clock time   at the next run or wake
+                                     (soda.loop.wall)
 
 `check` raises BudgetExhausted naming the budget that was hit and how to raise or
 reset it (the recorder calls it after every model call, the loop before an

@@ -33,6 +33,7 @@ from soda.agent.backends.port import Backend
 from soda.agent.backends.proxy import Emit
 from soda.agent.backends.run import run_cli
 from soda.agent.definition import closing_line, first_message, load_agent
+from soda.agent.quota import wait_until
 from soda.agent.runtime import AgentRunner
 from soda.agent.turns import Answer, Toolset
 from soda.config import Config, ExecutorConfig
@@ -172,8 +173,10 @@ def check_executors(config: Config) -> str:
 def _cli_answer(backend: Backend, pin: Pin, job: Job) -> Answer[ExecuteResult]:
     """Run `backend` on the task's worktree; its answer as the built-in executor's.
 
-    A spent budget ends the task as the built-in executor's would; a provider that
-    kept failing is a transient failure; a cancel or stop is Interrupted; a CLI that
+    A spent budget ends the task as the built-in executor's would; a provider's
+    rate limit spent until a known time is waited out (no call, on the runner's
+    clock), then the task runs again on its worktree; a provider that kept failing
+    is a transient failure; a cancel or stop is Interrupted; a CLI that
     failed and left no change gave up (a failed attempt: smart retry); a CLI that
     changed files goes to the gate with its final text as the summary, even when it
     reported an error (the gate, not the CLI, says whether work lands)."""
@@ -182,10 +185,18 @@ def _cli_answer(backend: Backend, pin: Pin, job: Job) -> Answer[ExecuteResult]:
     record.event("agent.start", {"agent": agent, "tier": "cli", "model": name})
     ending, turns = "error", 0
     try:
-        outcome = run_cli(
-            backend, pin, job.config, job.jail, ws.path, cli_prompt(job.inputs), record,
-            job.emit, job.should_stop,
-        )  # fmt: skip
+        while True:
+            outcome = run_cli(
+                backend, pin, job.config, job.jail, ws.path, cli_prompt(job.inputs), record,
+                job.emit, job.should_stop,
+            )  # fmt: skip
+            if outcome.limited_until is None or outcome.budget is not None:
+                break
+            # The provider's limit is spent: no call until it resets, then the same
+            # task again on the same worktree (what the CLI did so far is there).
+            why = f"{name}: the provider's rate limit is spent ({outcome.failed})"
+            clock = job.runner.clock
+            wait_until(outcome.limited_until, why, agent, clock, job.should_stop, record.event)
         ending, turns = ("gave_up" if outcome.failed else "answered"), outcome.calls
     finally:  # the live view's frame around the CLI's turns, as for any agent
         record.event("agent.end", {"agent": agent, "turns": turns, "outcome": ending})

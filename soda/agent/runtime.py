@@ -20,6 +20,10 @@ an executor's task ends as given up instead):
 - a prompt that fits but leaves no room for max_tokens (vLLM): max_tokens is
   lowered to the room the server reports and the call is made again.
 
+A provider's rate limit that outlasts its retry budget (`ProviderLimit`) is no
+failure: the runner waits until it resets, with no model call (soda.agent.quota,
+on its `clock`, ending at a stop), and makes the same call again.
+
 What each agent may spend comes from its model's context window
 (`soda.agent.limits`): the answer budget, the tool-result size and the
 condensing budget. A first request that cannot fit the window, by soda's
@@ -40,6 +44,7 @@ from typing import Any
 from soda.agent.condense import condense, history_size
 from soda.agent.definition import SUBMIT, Agent, T, first_message, terminal_tools
 from soda.agent.limits import MIN_ANSWER_TOKENS, Limits, limits_for, request_tokens
+from soda.agent.quota import wait_out
 from soda.agent.turns import (
     KEEP_WHOLE,
     Answer,
@@ -50,7 +55,7 @@ from soda.agent.turns import (
     last_turn_prompt,
 )
 from soda.config import Config, LiveConfig
-from soda.errors import Interrupted, MaxTokensTooLarge, ModelGaveUp, PromptTooLong
+from soda.errors import Interrupted, MaxTokensTooLarge, ModelGaveUp, PromptTooLong, ProviderLimit
 from soda.llm.base import (
     Message,
     Model,
@@ -59,6 +64,7 @@ from soda.llm.base import (
     raised_limit,
     safe_response,
 )
+from soda.system.clock import SYSTEM_CLOCK, Clock
 
 __all__ = ["KEEP_WHOLE", "AgentRunner", "Answer", "Recorder", "Toolset", "last_turn_prompt"]
 
@@ -72,6 +78,8 @@ class AgentRunner:
         """Checked before every model call: the safe point where a signal takes effect."""
         self.iteration: int | None = None
         """The iteration its requests are made for (None outside one)."""
+        self.clock: Clock = SYSTEM_CLOCK
+        """What a wait for the provider's rate limit runs on (the session's)."""
 
     @property
     def config(self) -> Config:
@@ -191,6 +199,16 @@ class AgentRunner:
             except PromptTooLong as exc:
                 self._shorten(conversation, turn, exc, condensed)
                 condensed = True
+                continue
+            except ProviderLimit as exc:  # no call until it resets, then the same turn
+                wait_out(
+                    exc.seconds,
+                    str(exc),
+                    agent.name,
+                    self.clock,
+                    self.should_stop,
+                    self.record.event,
+                )
                 continue
             response = safe_response(response)
             self.record(agent.name, response, turn, request)

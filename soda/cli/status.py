@@ -17,6 +17,7 @@ from typing import Any
 
 from sqlite_utils import Database
 
+from soda.agent import quota
 from soda.config import Config
 from soda.contracts import IterationPlan
 from soda.forge import report as forge_report
@@ -67,6 +68,9 @@ class Status:
     pull_request: dict[str, Any] | None = None
     """The milestone's pull request ([forge]): its state, checks and the comments
     not yet answered (soda.forge.report)."""
+    provider_wait: str | None = None
+    """"waiting for the provider's limit until T" while the running iteration waits
+    out a provider's rate limit (soda.agent.quota), making no model call."""
 
     def to_json(self) -> dict[str, Any]:
         return {"running": self.pid is not None, **asdict(self)}
@@ -80,7 +84,7 @@ class Status:
             now = "idle" if self.pid else "-"
         lines = [
             f"soda: {state}" + (", PAUSED (`soda resume` lets it iterate)" if self.paused else ""),
-            f"now: {now}",
+            f"now: {now}" + (f", {self.provider_wait}" if self.provider_wait else ""),
             f"last decision: {self.last_decision or '-'}"
             + (f" ({self.last_reason})" if self.last_reason else ""),
             f"pending human inputs: {self.pending_inputs}"
@@ -141,7 +145,16 @@ def status(config: Config, db: Database) -> Status:
         questions=_questions(db),
         next_wake=next_wake(config.state_dir) if pid else None,
         pull_request=forge_report.summary(db, milestone_branch(config)),
+        provider_wait=_provider_wait(db, current[0]) if current else None,
     )
+
+
+def _provider_wait(db: Database, iteration: int) -> str | None:
+    """The running iteration's wait for the provider's limit, if it waits now."""
+    row = event_rows.last_of_kinds(db, [quota.WAITING, quota.RESUMED])
+    if row is None or row[3] != iteration or row[4] != quota.WAITING:
+        return None
+    return quota.waiting_line(str(json.loads(row[5]).get("until")))
 
 
 def _current_agent(db: Database, iteration: int) -> str | None:

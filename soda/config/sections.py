@@ -161,6 +161,10 @@ class BudgetConfig(Section):
     the model and its price (0-10000000000; 0: off). Set it to budget a model soda
     cannot price by tokens instead of dollars: such a model then starts (its calls
     count $0) and the cost limits keep binding the models soda can price."""
+    max_wall_seconds: float = Field(14_400.0, ge=0, le=2_592_000, allow_inf_nan=False)
+    """Wall-clock limit, in seconds, for one run: one `soda run`, or one wake of the
+    daemon; passing it kills the running command (as `soda stop` does) and ends the
+    run as STUCK at the next safe point; 0 for no limit (0-2592000, 30 days)."""
 
 
 class ActConfig(Section):

@@ -41,6 +41,7 @@ from soda.llm.base import (
     fewest_breaks,
     has_lone_surrogates,
 )
+from soda.llm.ratelimits import anthropic_wait, retry_after
 from soda.llm.retry import RetryableError, call_with_retries
 
 DEFAULT_BASE_URL = "https://api.anthropic.com"
@@ -143,6 +144,8 @@ def translate_error(exc: anthropic.APIError, config: ModelConfig) -> SodaError:
         return StructuralError(f"Anthropic API answered unexpectedly: {exc}")
     status = exc.status_code
     detail = f"HTTP {status} {exc.type or 'error'}: {exc.api_message or exc.message}"
+    if status == 429:  # a rate limit: its reset may outlast the retry budget
+        return RetryableError(detail, anthropic_wait(exc.response.headers), rate_limited=True)
     if status in RETRYABLE_STATUS or status >= 500:
         return RetryableError(detail, retry_after=retry_after(exc.response.headers))
     if status in CREDENTIAL_STATUS:
@@ -159,22 +162,6 @@ def translate_error(exc: anthropic.APIError, config: ModelConfig) -> SodaError:
             f"the Anthropic API found no room for max_tokens ({detail})", room=window - prompt
         )
     return StructuralError(f"the Anthropic API rejected the request ({detail})")
-
-
-def retry_after(headers: Any) -> float | None:
-    """Seconds the server asked us to wait: `retry-after-ms`, else `retry-after`
-    in seconds; None when absent or in a form we do not read (an HTTP date)."""
-    for name, scale in (("retry-after-ms", 0.001), ("retry-after", 1.0)):
-        value = headers.get(name)
-        if value is None:
-            continue
-        try:
-            seconds = float(value) * scale
-        except ValueError:
-            continue
-        if seconds >= 0:
-            return seconds
-    return None
 
 
 def answers_as_json(request: ModelRequest) -> bool:

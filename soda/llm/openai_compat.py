@@ -44,6 +44,7 @@ from soda.llm.base import (
     Usage,
     has_lone_surrogates,
 )
+from soda.llm.ratelimits import openai_wait, retry_after
 from soda.llm.retry import RetryableError, call_with_retries
 from soda.llm.windows import context_refusal
 
@@ -133,8 +134,11 @@ class OpenAICompatModel:
     def _http_error(self, response: httpx.Response) -> Exception:
         status = response.status_code
         message = _error_message(response)
+        if status == 429:  # a rate limit: its reset may outlast the retry budget
+            wait = openai_wait(response.headers)
+            return RetryableError(f"HTTP 429: {message}", wait, rate_limited=True)
         if status in RETRYABLE_STATUS or status >= 500:
-            return RetryableError(f"HTTP {status}: {message}", retry_after=_retry_after(response))
+            return RetryableError(f"HTTP {status}: {message}", retry_after(response.headers))
         if status in (401, 403):
             return CredentialsError(
                 f"the model server refused the key (HTTP {status}): check "
@@ -345,14 +349,3 @@ def _error_message(response: httpx.Response) -> str:
     if isinstance(error, dict):
         return str(error.get("message") or error)
     return str(error or response.text[:300])
-
-
-def _retry_after(response: httpx.Response) -> float | None:
-    for name, scale in (("retry-after-ms", 0.001), ("retry-after", 1.0)):
-        value = response.headers.get(name)
-        if value:
-            try:
-                return float(value) * scale
-            except ValueError:
-                continue
-    return None

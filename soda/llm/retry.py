@@ -7,6 +7,11 @@ through `retry-after`, while two budgets last: a number of retries and a total
 time spent waiting. Every retry is announced as a `provider.retry` event. Any
 other error passes straight through, because retrying cannot fix it. SDKs'
 own retry loops must be switched off, or the two policies would multiply.
+
+A rate limit (HTTP 429) whose answer says when it resets, and that outlasts
+these budgets, is not a transient failure: it comes out as `ProviderLimit`, and
+the agent runner waits it out without a model call (soda.agent.quota). A reset
+further away than LONGEST_LIMIT is not believed: a plain transient failure.
 """
 
 from __future__ import annotations
@@ -16,7 +21,7 @@ import time
 from collections.abc import Callable
 from typing import TypeVar
 
-from soda.errors import TransientError
+from soda.errors import ProviderLimit, TransientError
 from soda.llm.base import EventSink
 
 T = TypeVar("T")
@@ -25,6 +30,8 @@ BASE_WAIT = 1.0
 """Seconds of the first backoff step; each further attempt doubles it."""
 MAX_WAIT = 60.0
 """Cap on one backoff step (a server's retry-after may ask for longer)."""
+LONGEST_LIMIT = 7 * 86_400.0
+"""Seconds: the furthest reset of a provider's rate limit soda waits for (a week)."""
 
 
 class RetryableError(TransientError):
@@ -32,8 +39,12 @@ class RetryableError(TransientError):
     Raised by providers, consumed by `call_with_retries`; callers above the
     provider only ever see the TransientError it raises once the budget is spent."""
 
-    def __init__(self, message: str, retry_after: float | None = None) -> None:
+    def __init__(
+        self, message: str, retry_after: float | None = None, rate_limited: bool = False
+    ) -> None:
         self.retry_after = retry_after
+        self.rate_limited = rate_limited
+        """The provider refused for a rate limit (HTTP 429): `retry_after` is its reset."""
         super().__init__(message)
 
 
@@ -65,6 +76,9 @@ def call_with_retries(
             why_stop = _why_stop(attempt, max_retries, remaining, retry_after)
             if why_stop is not None:
                 elapsed = time.monotonic() - started
+                limit = _limit(exc, retry_after, describe, why_stop)
+                if limit is not None:
+                    raise limit from exc
                 raise TransientError(
                     f"{describe}: gave up after {attempt} attempt(s) over {elapsed:.1f}s "
                     f"({why_stop}); last error: {exc}"
@@ -81,6 +95,22 @@ def call_with_retries(
             )
             sleep(wait)
             waited += wait
+
+
+def _limit(
+    exc: TransientError, retry_after: float | None, describe: str, why_stop: str
+) -> ProviderLimit | None:
+    """The provider's rate limit to wait out, when the failure was one that said
+    when it resets (within LONGEST_LIMIT)."""
+    if not getattr(exc, "rate_limited", False) or retry_after is None:
+        return None
+    if retry_after > LONGEST_LIMIT:
+        return None
+    return ProviderLimit(
+        f"{describe}: the provider's rate limit resets in {retry_after:.0f}s ({why_stop});"
+        f" last error: {exc}",
+        retry_after,
+    )
 
 
 def backoff(attempt: int, rng: Callable[[], float] = random.random) -> float:

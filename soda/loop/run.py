@@ -163,11 +163,26 @@ def _interrupted(
     session: Session, record: IterationRecord, reason: str, say: Printer
 ) -> IterationResult:
     """A signal stopped the iteration: recorded as interrupted, unless what it did
-    already landed (a merge stays merged)."""
+    already landed (a merge stays merged). A run out of time ends STUCK instead."""
+    if session.wall.passed.is_set() and not session.stopping.is_set():
+        return _out_of_time(session, record, say)
     if runs.iteration_outcome(session.db, record.id) != IterationOutcome.MERGED:
         record.save(outcome=IterationOutcome.INTERRUPTED, error=reason)
     say(f"interrupted: {reason}")
     return IterationResult(record.number, Ending.INTERRUPTED, reason)
+
+
+def _out_of_time(session: Session, record: IterationRecord, say: Printer) -> IterationResult:
+    """[budget] max_wall_seconds passed (soda.loop.wall): the iteration, stopped at its
+    safe point, ends STUCK naming the key; a merge it landed stays merged."""
+    reason = session.wall.reason()
+    fields: dict[str, object] = {"decision": IterationDecision.STUCK, "decision_reason": reason}
+    if runs.iteration_outcome(session.db, record.id) != IterationOutcome.MERGED:
+        fields["outcome"] = IterationOutcome.BUDGET
+    record.save(**fields)
+    session.events.emit("run.out_of_time", {"seconds": session.wall.seconds})
+    say(f"decide: STUCK - {reason}")
+    return IterationResult(record.number, Ending.STUCK, reason)
 
 
 def _keep_fingerprint(session: Session, it: Iteration) -> None:
@@ -219,7 +234,14 @@ def run_loop(
         if after(Host.FOREGROUND, result.ending, once=once).next is not Next.AGAIN:
             break
         if should_stop():
-            result = IterationResult(result.number, Ending.INTERRUPTED, "stopped by a signal")
+            result = _stopped_between(session, result.number)
             break
     session.finish_run(result.ending.run_status, result.reason)
     return result
+
+
+def _stopped_between(session: Session, number: int) -> IterationResult:
+    """A stop seen between two iterations: interrupted, or STUCK when out of time."""
+    if session.wall.passed.is_set() and not session.stopping.is_set():
+        return IterationResult(number, Ending.STUCK, session.wall.reason())
+    return IterationResult(number, Ending.INTERRUPTED, "stopped by a signal")

@@ -34,6 +34,7 @@ from soda.llm import make_model
 from soda.llm.base import Model
 from soda.loop.context import Iteration, IterationRecord
 from soda.loop.recovery import recover
+from soda.loop.wall import WallLimit
 from soda.repo.checkouts import Checkouts
 from soda.repo.git import open_repo
 from soda.repo.milestone import milestone_branch, milestone_name
@@ -99,6 +100,9 @@ class Session:
     stopping: threading.Event = field(default_factory=threading.Event)
     """Set by a signal (for the daemon: its own `flags.stop`, shared): stop at the
     next safe point. Read by the loop, the agent runner and the task threads."""
+    wall: WallLimit = field(default_factory=WallLimit)
+    """The run's `[budget] max_wall_seconds`: once it passes, `stop_requested` is
+    true too (and the running command was killed), but the run ends STUCK."""
     run_ended: bool = True
     """No run is open: none started yet, or its record is closed (the daemon starts
     another at its next wake)."""
@@ -119,8 +123,9 @@ class Session:
 
     @property
     def stop_requested(self) -> bool:
-        """A stop at the next safe point was asked for (`stopping` is set)."""
-        return self.stopping.is_set()
+        """Stop at the next safe point: a stop was asked for (`stopping` is set), or
+        the run is out of time (`wall`)."""
+        return self.stopping.is_set() or self.wall.passed.is_set()
 
     @stop_requested.setter
     def stop_requested(self, value: bool) -> None:
@@ -146,6 +151,7 @@ class Session:
         model: Model | None = None,
         start_run: bool = True,
         stopping: threading.Event | None = None,
+        clock: Clock | None = None,
     ) -> Session:
         """Check that every model the run may call is priced or bound by a token
         budget (soda.agent.pricing), lock, recover, start or resume the milestone
@@ -181,8 +187,10 @@ class Session:
             Checkouts(repo, config.state_dir / "worktrees"),
             HumanQueue(config.state_dir, db, events),
             stopping=stopping if stopping is not None else threading.Event(),
+            clock=clock or SystemClock(),
         )
         runner.should_stop = lambda: session.stop_requested
+        runner.clock = session.clock  # a wait for the provider's limit runs on it
         session.pulls = connect(config, db, milestone.branch)
         if start_run:
             session.start_run()
@@ -213,6 +221,7 @@ class Session:
         self.human = self.human.with_events(self.events)
         self.iterations_in_run = 0
         self.run_ended = False
+        self.wall.start(self.config.budget.max_wall_seconds, self.stopping.is_set())
         self.events.emit(
             "run.start", {"milestone": milestone.branch, "provider": self.model.provider}
         )
@@ -230,6 +239,7 @@ class Session:
         if self.run_ended:
             return
         self.run_ended = True
+        self.wall.end(self.stopping.is_set())
         self.checkouts.remove_all()
         runs.finish_run(self.db, self.run_id, status, reason)
         self.events.emit("run.end", {"status": status, "reason": reason})

@@ -6,7 +6,9 @@ home: no person's or repository's settings), `--strict-mcp-config` (no MCP
 server), permissions bypassed (`IS_SANDBOX=1`, which it needs when run as root):
 soda's jail is the perimeter. Its events: `system/init`, `assistant` messages
 (text and `tool_use` blocks), `user` messages (tool results), and one `result`
-whose `is_error` and `subtype` are authoritative (an error may exit 0).
+whose `is_error` and `subtype` are authoritative (an error may exit 0). A
+`rate_limit_event` whose status is `rejected` says the subscription's or key's
+limit is spent until its `resetsAt`: soda waits it out (soda.agent.quota).
 """
 
 from __future__ import annotations
@@ -73,6 +75,8 @@ class ClaudeCode:
                     steps += [step] if step else []
                 elif block.get("type") == "tool_use":
                     steps.append(transcript.tool(str(block.get("name")), block.get("input")))
+        elif kind == "rate_limit_event":
+            _rate_limit(event.get("rate_limit_info"), transcript)
         elif kind == "result":
             text = str(event.get("result") or "")
             transcript.result, transcript.done = text, True
@@ -82,6 +86,16 @@ class ClaudeCode:
                 why = text or "; ".join(str(e) for e in errors) or subtype or "is_error"
                 transcript.failed = f"claude-code ended with an error ({subtype}): {why}"[:500]
         return steps
+
+
+def _rate_limit(info: Any, transcript: Transcript) -> None:
+    """A `rate_limit_event`: `rejected` means the limit is spent until `resetsAt`
+    (seconds since the epoch); `allowed` and `allowed_warning` change nothing."""
+    if not isinstance(info, dict) or info.get("status") != "rejected":
+        return
+    resets = info.get("resetsAt")
+    if isinstance(resets, int | float) and not isinstance(resets, bool) and resets > 0:
+        transcript.limited_until = max(float(resets), transcript.limited_until or 0.0)
 
 
 CLAUDE_CODE = ClaudeCode()

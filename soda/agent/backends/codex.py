@@ -7,11 +7,16 @@ approvals and sandbox bypassed: soda's jail is the perimeter. Stdin is closed
 (it reads it otherwise). Its events: `thread.started`, `turn.started`,
 `item.started`/`item.completed` (agent messages, commands, file changes),
 `turn.completed`, and `turn.failed`, which beats its exit code (an `error`
-event may be a retry's notice).
+event may be a retry's notice). Codex's own usage-limit error (in an `error` or
+`turn.failed` event, never an item's text) says when to try again ("try again
+in 2 hours 5 minutes"): soda waits it out (soda.agent.quota); a spent API rate
+limit is read by the egress proxy from the 429's headers.
 """
 
 from __future__ import annotations
 
+import re
+import time
 from typing import Any
 
 from soda.agent.backends.port import PLACEHOLDER_KEY, Step, Transcript
@@ -22,6 +27,10 @@ DEFAULT_UPSTREAM = "https://api.openai.com"
 DEFAULT_MODEL = "gpt-5-codex"
 KEY_VARIABLE = "SODA_CODEX_KEY"
 """The variable holding the placeholder key inside the jail."""
+USAGE_LIMIT = re.compile(r"you've hit your usage limit.*?try again in ([^.]+)", re.I | re.S)
+"""Codex's own words when the account's limit is spent, with when it resets."""
+UNIT = re.compile(r"(\d+)\s*(day|hour|minute|second)s?", re.I)
+UNIT_SECONDS = {"day": 86_400, "hour": 3_600, "minute": 60, "second": 1}
 
 
 class Codex:
@@ -82,10 +91,22 @@ class Codex:
             message = error.get("message") if isinstance(error, dict) else error
             transcript.failed = f"codex turn failed: {message}"[:500]
             transcript.result, transcript.done = transcript.result or "", True
+            _usage_limit(str(message), transcript)
         elif kind == "error":  # a retry's notice too: only turn.failed is final
+            _usage_limit(str(event.get("message")), transcript)
             step = transcript.said(f"error: {event.get('message')}")
             steps += [step] if step else []
         return steps
+
+
+def _usage_limit(message: str, transcript: Transcript) -> None:
+    """Codex's usage-limit error: the limit resets after the time it names."""
+    found = USAGE_LIMIT.search(message)
+    if found is None:
+        return
+    seconds = sum(int(n) * UNIT_SECONDS[unit.lower()] for n, unit in UNIT.findall(found[1]))
+    if seconds > 0:
+        transcript.limited_until = time.time() + seconds
 
 
 CODEX = Codex()

@@ -46,6 +46,11 @@ class Transcript:
     period starts, after which a CLI that has not exited is killed."""
     events: int = 0
     started: bool = False
+    limited_until: float | None = None
+    """When the provider's rate limit that refused the CLI resets (seconds since the
+    epoch), by the CLI's own structural report of it (Claude Code's
+    `rate_limit_event` with status `rejected`, Codex's usage-limit error event);
+    never read from a tool's output or the model's text."""
 
     def said(self, text: str) -> Step | None:
         text = text.strip()

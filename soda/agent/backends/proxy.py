@@ -14,7 +14,11 @@ The CLI inside holds a placeholder key. For each request the proxy
   built-in agent: a row in `agent_calls` (tokens, cost from soda's price table,
   latency), an `agent.turn` event, the budget checked (`CallRecorder`);
 - counts failed answers (5xx, 429, no connection) in a row: past the limit the
-  task's watchdog ends the CLI (`failing`), which would retry for minutes.
+  task's watchdog ends the CLI (`failing`), which would retry for minutes;
+- reads a rate limit's reset from a 429's headers (soda.llm.ratelimits): one
+  further away than `limit_after` (the retry budget) is spent (`limited_until`):
+  no further call leaves (each gets a 429 from the proxy itself) and the
+  watchdog ends the CLI, so soda can wait it out without a model call.
 """
 
 from __future__ import annotations
@@ -38,6 +42,7 @@ import httpx
 from soda.agent.backends.usage import Api, Meter
 from soda.errors import BudgetExhausted
 from soda.llm.base import ModelRequest, ModelResponse
+from soda.llm.ratelimits import anthropic_wait, openai_wait
 
 SOCKET_NAME = "proxy.sock"
 HOP_BY_HOP = frozenset(
@@ -92,6 +97,7 @@ class EgressProxy:
         emit: Emit,
         read_timeout: float = 600.0,
         max_failures: int = 5,
+        limit_after: float = 120.0,
     ) -> None:
         self.route = route
         self.agent = agent
@@ -108,6 +114,10 @@ class EgressProxy:
         """Set when a call spent a budget: every later call is refused."""
         self.failing = ""
         """Set when the provider failed `max_failures` times in a row."""
+        self.limit_after = limit_after
+        self.limited_until: float | None = None
+        """When a spent rate limit resets (seconds since the epoch), once a 429
+        said it resets later than `limit_after` from then."""
         self._failures = 0
         self._closed = False
         self._open: set[httpx.Response] = set()
@@ -145,6 +155,8 @@ class EgressProxy:
         """Why the CLI should be ended now (a spent budget, a failing provider)."""
         if self.budget is not None and self.refused:
             return f"budget: {self.budget}"
+        if self.limited_until is not None:
+            return "the provider's rate limit is spent"
         return self.failing or None
 
     # --- one request ----------------------------------------------------------
@@ -191,6 +203,8 @@ class EgressProxy:
                 self._succeeded(meter, latency)  # a model call (not a token count)
             elif response.status_code >= 500 or response.status_code == 429:
                 self._failed(f"the provider answered {response.status_code}")
+                if response.status_code == 429:
+                    self._rate_limited(response.headers)
             handler.end_stream()
         except httpx.HTTPError as exc:  # the provider's side broke
             self._failed(f"the answer broke off: {type(exc).__name__}")
@@ -221,6 +235,14 @@ class EgressProxy:
         except BudgetExhausted as exc:
             with self._lock:
                 self.budget = exc
+
+    def _rate_limited(self, headers: httpx.Headers) -> None:
+        """A 429: its limit is spent when it resets beyond the retry budget."""
+        wait = (anthropic_wait if self.route.api == "messages" else openai_wait)(headers)
+        if wait is not None and wait > self.limit_after:
+            with self._lock:
+                self.limited_until = time.time() + wait
+            self._emit("executor.rate_limited", {"seconds": round(wait, 1)})
 
     def _failed(self, why: str) -> None:
         with self._lock:
@@ -275,6 +297,10 @@ class _Handler(BaseHTTPRequestHandler):
         if proxy.budget is not None:
             proxy.refuse(method, path, "budget spent")
             self.answer_json(400, "invalid_request_error", f"soda egress: {proxy.budget}")
+            return
+        if proxy.limited_until is not None:  # spent: no call leaves until it resets
+            proxy.refuse(method, path, "rate limit spent")
+            self.answer_json(429, "rate_limit_error", "soda egress: the rate limit is spent")
             return
         proxy.forward(self, method, path, body)
 

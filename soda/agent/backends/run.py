@@ -56,6 +56,9 @@ class CliOutcome:
     duration_s: float = 0.0
     calls: int = 0
     """Model calls the proxy forwarded and recorded."""
+    limited_until: float | None = None
+    """The provider's rate limit ended the run: it resets then (seconds since the
+    epoch), by the proxy's reading of a 429 or the CLI's own report."""
 
 
 def backend_for(config: Config, hints: list[str]) -> str:
@@ -95,6 +98,7 @@ def run_cli(
     proxy = EgressProxy(
         route, key, f"executor:{name}", record, emit,
         read_timeout=config.model.read_timeout, max_failures=limits.api_failures,
+        limit_after=config.model.max_retry_wait,
     ).start()  # fmt: skip
     transcript = Transcript()
     try:
@@ -132,6 +136,8 @@ def run_cli(
     outcome.duration_s, outcome.calls = watched.duration_s, proxy.calls
     outcome.budget = proxy.budget
     outcome.transient = proxy.failing
+    said = [at for at in (proxy.limited_until, transcript.limited_until) if at is not None]
+    outcome.limited_until = max(said) if said else None
     if watched.killed == "cancelled":
         raise Interrupted(f"{name} executor stopped: cancelled")
     emit(
