@@ -22,7 +22,7 @@ from soda.llm.anthropic import answers_as_json, build_params
 from soda.llm.base import ModelRequest, ToolSpec
 from soda.loop.run import Ending, run_loop
 from soda.system.jail import Jail
-from soda.tools import Sandbox, read_only_tools, worktree_tools
+from soda.tools import Sandbox, worktree_tools
 from soda.tools.ask import ASK_HUMAN
 from tests.plan_fakes import new_project, open_session, set_key
 from tests.test_realistic_model import RealisticModel
