@@ -8,7 +8,9 @@ runs the tests and reads a file, the assessor runs the tests, the planner
 (given the repository map in its first message) reads the file its plan is
 about and plans one task, the executor writes a file, reads it back and
 submits. `--planner-maps` has the planner call `repo_map` for the overview
-instead, as it did before the map was one of its inputs. `--executor-edits`
+instead, as it did before the map was one of its inputs. `--fast claude-haiku-4-5`
+runs the verifier on soda's default fast model, whose shortest cacheable prefix
+is 4,096 tokens (tests/fakecache.py). `--executor-edits`
 has the executor add a function to calc.py instead of writing a note, as real
 work does: the repository map then changes every iteration. Every tool call is
 real (the tests run in the jail, the gate merges each change).
@@ -26,7 +28,7 @@ turns add the agents' own tool results). Goal, over every turn: >= 85% of all
 input and of ORIENT's, >= 80% of each ORIENT agent's.
 
     python bench/cache_share.py [-n 5] [--history 10000] [--sandbox bwrap|none] [--calls]
-                                [--planner-maps] [--executor-edits]
+                                [--planner-maps] [--executor-edits] [--fast MODEL]
 """
 
 from __future__ import annotations
@@ -140,6 +142,11 @@ def main() -> None:
         "--planner-maps", action="store_true", help="the planner calls repo_map, not read_file"
     )
     parser.add_argument(
+        "--fast",
+        default="claude-sonnet-4-6",
+        help="the fast tier's model (the verifier's); soda's default is claude-haiku-4-5",
+    )
+    parser.add_argument(
         "--executor-edits", action="store_true", help="the executor adds a function to calc.py"
     )
     args = parser.parse_args()
@@ -157,9 +164,10 @@ def main() -> None:
     try:
         with tempfile.TemporaryDirectory(prefix="soda-bench-") as tmp:
             path = anthropic_project(Path(tmp) / "project", fake, args.iterations)
+            text = path.read_text().replace('fast = "claude-sonnet-4-6"', f'fast = "{args.fast}"')
             if args.sandbox:
-                text = path.read_text().replace('mode = "bwrap"', f'mode = "{args.sandbox}"')
-                path.write_text(text)
+                text = text.replace('mode = "bwrap"', f'mode = "{args.sandbox}"')
+            path.write_text(text)
             session = Session.open(load(path))
             if args.history:
                 started = time.perf_counter()
