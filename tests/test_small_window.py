@@ -18,6 +18,7 @@ from typing import Any
 
 from soda.agent.definition import load_agent, terminal_tools
 from soda.agent.diet import SPARE, TOOL_SHARE, first_sentence, offered_tools, tool_tokens
+from soda.cli.doctor import run_checks
 from soda.llm.anthropic import answers_as_json, build_params
 from soda.llm.base import ModelRequest, ToolSpec
 from soda.loop.run import Ending, run_loop
@@ -141,3 +142,11 @@ def _shape(schema: Any) -> Any:
     if isinstance(schema, list):
         return [_shape(item) for item in schema]
     return schema
+
+
+def test_the_doctor_passes_an_8k_window(tmp_path: Path) -> None:
+    root = new_project(tmp_path)
+    set_key(root, "context_window", str(WINDOW))
+    [fit] = [check for check in run_checks(root) if check.name == "fit"]
+    assert fit.ok, fit.detail  # a warning at most: little room is left for the conversation
+    assert "of a 8,192-token window (from model.context_window)" in fit.detail
