@@ -8,7 +8,11 @@ runs the tests and reads a file, the assessor runs the tests, the planner
 (given the repository map in its first message) reads the file its plan is
 about and plans one task, the executor writes a file, reads it back and
 submits. `--planner-maps` has the planner call `repo_map` for the overview
-instead, as it did before the map was one of its inputs. Every tool call is
+instead, as it did before the map was one of its inputs. `--fast claude-haiku-4-5`
+runs the verifier on soda's default fast model, whose shortest cacheable prefix
+is 4,096 tokens (tests/fakecache.py). `--executor-edits`
+has the executor add a function to calc.py instead of writing a note, as real
+work does: the repository map then changes every iteration. Every tool call is
 real (the tests run in the jail, the gate merges each change).
 
 `--history N` first seeds N past iterations (bench/mature_history.py: every cap
@@ -24,7 +28,7 @@ turns add the agents' own tool results). Goal, over every turn: >= 85% of all
 input and of ORIENT's, >= 80% of each ORIENT agent's.
 
     python bench/cache_share.py [-n 5] [--history 10000] [--sandbox bwrap|none] [--calls]
-                                [--planner-maps]
+                                [--planner-maps] [--executor-edits] [--fast MODEL]
 """
 
 from __future__ import annotations
@@ -52,11 +56,13 @@ from local_api import (
     turns,
 )
 
+import soda
 from soda.config import load
 from soda.loop.run import run_iteration
 from soda.loop.session import Session
 from tests.fakeapi import FakeAPI, Reply, tool_use_response
 
+CALC = (Path(soda.__file__).parent / "demo" / "sample" / "calc.py").read_text()
 GOAL = 0.85
 """Of all input tokens, and of ORIENT's, from the run's second iteration on."""
 AGENT_GOAL = 0.80
@@ -112,6 +118,15 @@ def mature_responder() -> Callable[[dict[str, Any]], Reply]:
     return respond
 
 
+def calc_with(n: int) -> str:
+    """The demo's calc.py with `n` more functions, one a merged iteration."""
+    added = "".join(
+        f'\n\ndef step_{k}(a: float, b: float) -> float:\n    """Step {k}."""\n    return a + b\n'
+        for k in range(1, n + 1)
+    )
+    return CALC + added
+
+
 def first_text(body: dict[str, Any]) -> str:
     """The text of the first user message (the inputs)."""
     return "".join(b.get("text", "") for b in body["messages"][0]["content"])
@@ -126,9 +141,22 @@ def main() -> None:
     parser.add_argument(
         "--planner-maps", action="store_true", help="the planner calls repo_map, not read_file"
     )
+    parser.add_argument(
+        "--fast",
+        default="claude-sonnet-4-6",
+        help="the fast tier's model (the verifier's); soda's default is claude-haiku-4-5",
+    )
+    parser.add_argument(
+        "--executor-edits", action="store_true", help="the executor adds a function to calc.py"
+    )
     args = parser.parse_args()
     if args.planner_maps:
         SCRIPT["planner"] = [call("repo_map", path=None), plan]
+    if args.executor_edits:
+        SCRIPT["executor"][0] = lambda n: tool_use_response(
+            "write_file", {"path": "calc.py", "content": calc_with(n)}
+        )
+        SCRIPT["executor"][1] = call("read_file", path="calc.py", offset_line=None, max_lines=None)
     fake = FakeAPI()
     fake.simulate_cache = True
     fake.respond = mature_responder() if args.history else responder(SCRIPT)
@@ -136,9 +164,10 @@ def main() -> None:
     try:
         with tempfile.TemporaryDirectory(prefix="soda-bench-") as tmp:
             path = anthropic_project(Path(tmp) / "project", fake, args.iterations)
+            text = path.read_text().replace('fast = "claude-sonnet-4-6"', f'fast = "{args.fast}"')
             if args.sandbox:
-                text = path.read_text().replace('mode = "bwrap"', f'mode = "{args.sandbox}"')
-                path.write_text(text)
+                text = text.replace('mode = "bwrap"', f'mode = "{args.sandbox}"')
+            path.write_text(text)
             session = Session.open(load(path))
             if args.history:
                 started = time.perf_counter()

@@ -2,7 +2,7 @@
 
 A request is read as blocks in the API's order (tools, system, messages); a
 block carrying `cache_control` writes the prefix up to it to the cache (when it
-is at least MIN_CACHEABLE_TOKENS long), and the longest prefix written by an
+is at least the model's `min_cacheable` long), and the longest prefix written by an
 earlier request that this one repeats, ending at most LOOKBACK_BLOCKS before
 one of its markers, is read back. Tokens are estimated as characters / 4.
 """
@@ -14,7 +14,10 @@ import json
 from typing import Any
 
 MIN_CACHEABLE_TOKENS = 1024
-"""The shortest prefix the API caches (Sonnet; Haiku needs 2048)."""
+"""The shortest prefix the API caches (Sonnet 4.x; see `min_cacheable`)."""
+LONGER_MINIMUM = (("haiku-4-5", 4096), ("opus-4-5", 4096), ("opus-4-6", 4096), ("opus-4-7", 4096))
+"""Models whose shortest cacheable prefix is longer, as Anthropic documents them
+(Haiku 4.5 and Opus 4.5 on: 4,096 tokens)."""
 LOOKBACK_BLOCKS = 20
 """How far before a marker the API looks for an earlier cache entry."""
 CHARS_PER_TOKEN = 4
@@ -46,6 +49,11 @@ def prompt_blocks(body: dict[str, Any]) -> list[tuple[str, bool]]:
     return blocks
 
 
+def min_cacheable(model: str) -> int:
+    """The shortest prefix the API caches for `model`."""
+    return next((n for name, n in LONGER_MINIMUM if name in model), MIN_CACHEABLE_TOKENS)
+
+
 def cache_usage(body: dict[str, Any], cache: set[str]) -> dict[str, int]:
     """input, cache-write and cache-read tokens of `body`, updating `cache` (the
     prefixes earlier requests wrote)."""
@@ -57,6 +65,7 @@ def cache_usage(body: dict[str, Any], cache: set[str]) -> dict[str, int]:
         total += len(text)
         ends.append(total // CHARS_PER_TOKEN)
     marks = [i for i, (_, marked) in enumerate(blocks) if marked]
+    shortest = min_cacheable(str(body.get("model")))
     hits = [
         i
         for i in range(len(blocks))
@@ -65,7 +74,7 @@ def cache_usage(body: dict[str, Any], cache: set[str]) -> dict[str, int]:
     read = ends[max(hits)] if hits else 0
     written = read
     for m in marks:
-        if ends[m] >= MIN_CACHEABLE_TOKENS and ends[m] > read:
+        if ends[m] >= shortest and ends[m] > read:
             cache.add(hashes[m])
             written = max(written, ends[m])
     return {

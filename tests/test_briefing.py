@@ -141,8 +141,11 @@ def test_the_executor_and_planner_are_told_the_test_command_hold_rules_and_thres
         # The threshold and the timeout in force.
         assert 'risk_threshold = "medium"' in told and "medium or higher" in told
         assert "2 minutes (120 s)" in told
-        # Stable (the cached prefix), before this iteration's claims or task.
-        assert told in text[: seen[agent].messages[0].cache_breaks[0]]
+        # Stable (the cached prefix), a part of its own before this iteration's
+        # claims or task.
+        end = text.index(told) + len(told) + 2
+        assert end in seen[agent].messages[0].cache_breaks, agent
+        assert "## Claims" not in text[:end] and "## Task" not in text[:end], agent
     executor_tests = tool(seen["executor"], "run_tests")
     assert command in executor_tests.description
     assert executor_tests.input_schema["properties"]["selector"]["type"] == "string"

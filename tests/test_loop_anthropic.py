@@ -125,8 +125,9 @@ def test_full_demo_through_the_real_client(root: Path, fake_api: FakeAPI) -> Non
     assert "cache_control" not in request["tools"][-1]
     assert request["tool_choice"] == {"type": "auto"}  # the demo's prose before its calls
     # The planner's first message carries the repository map of the tip as a
-    # lasting part of its own, after the spec and before the claims; its count of
-    # files goes with what changes every iteration.
+    # lasting part, after the spec and the tests and merges and before the
+    # claims (the demo's small map shares the standing work's marker: five parts,
+    # three markers); its count of files goes with what changes every iteration.
     planner = next(
         r.body
         for r in fake_api.requests
@@ -135,12 +136,13 @@ def test_full_demo_through_the_real_client(root: Path, fake_api: FakeAPI) -> Non
     parts = planner["messages"][0]["content"]
     assert [block["text"].split("\n")[0] for block in parts] == [
         "## Spec",
+        "## Tests And Merges",
         "## Repo Map",
-        "## Claims",
         "## Repo Map (continued)",
     ]
-    assert parts[1]["text"].startswith("## Repo Map\n\nREADME.md\n")
-    assert "calc.py\n  def add(" in parts[1]["text"]
+    assert parts[2]["text"].startswith("## Repo Map\n\nREADME.md\n")
+    assert "\n\n## Claims\n\n" in parts[2]["text"]
+    assert "calc.py\n  def add(" in parts[2]["text"]
     assert parts[3]["text"].startswith("## Repo Map (continued)\n\n[")
     assert all(block["cache_control"] == {"type": "ephemeral"} for block in parts)
     show = subprocess.run(

@@ -76,9 +76,14 @@ def runner(db: Database, window: int) -> AgentRunner:
 
 
 def needed(db: Database, agent: Agent[Any], inputs: dict[str, Any], tools: Toolbox) -> int:
-    """The window that fits the agent's first request with these inputs exactly."""
-    big = runner(db, 200_000)
-    return big.overflow(agent, inputs, tools) + 200_000
+    """The window that fits the agent's first request with these inputs exactly, its
+    tools offered as that window offers them (a small one, in short forms)."""
+    window = 0
+    fitted = 200_000
+    while fitted != window:  # the short forms shrink the window they need: a few rounds
+        window = fitted
+        fitted = runner(db, window).overflow(agent, inputs, tools) + window
+    return window
 
 
 def shrunk_events(db: Database) -> list[dict[str, Any]]:

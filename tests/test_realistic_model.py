@@ -72,10 +72,13 @@ def tool(name: str, **arguments: Any) -> dict[str, Any]:
 class RealisticModel:
     """The demo's agents, answered from what each request shows."""
 
-    def __init__(self) -> None:
+    def __init__(self, window: int = WINDOW) -> None:
+        self.window = window
         self.slipped = False
         self.largest = 0
         self.refused = 0
+        self.sizes: list[tuple[ModelRequest, int]] = []
+        """Every request, with its size and its answer's share, as the server counts."""
         self._lock = threading.Lock()
         self._inner = FunctionModel.by_agent(
             {
@@ -91,10 +94,11 @@ class RealisticModel:
     def complete(self, request: ModelRequest) -> ModelResponse:
         size = self._tokens(request) + request.max_tokens
         with self._lock:
+            self.sizes.append((request, size))
             self.largest = max(self.largest, size)
-            if size > WINDOW:
+            if size > self.window:
                 self.refused += 1
-                raise PromptTooLong(f"prompt is too long: {size} tokens > {WINDOW} maximum")
+                raise PromptTooLong(f"prompt is too long: {size} tokens > {self.window} maximum")
         return self._inner.complete(request)
 
     @staticmethod

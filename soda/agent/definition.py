@@ -9,9 +9,12 @@ of the other inputs (an input with `prompt_parts()`: the planner's repository
 map, its listing; the claims' learnings, then their standing work), under the
 input's heading; then the rest in declared order (the parts that change every
 iteration as "## Claims (continued)", "## Repo Map (continued)"), situational
-inputs last. The message says where the stable inputs and each
-lasting part end (`Message.cache_breaks`), so a provider can cache each apart
-from what changes after it. Values render compactly: an object with
+inputs last. The message says where each stable input and each lasting part
+ends (`Message.cache_breaks`), so a provider can cache each apart from what
+changes after it (with more parts than it has markers, the shortest share the
+next one's: `fewest_breaks`). Stable inputs are listed most lasting first: the
+executor's spec and guidance outlast its learnings, which outlast the
+iteration's plan (the same for every task of the iteration). Values render compactly: an object with
 `prompt_text()` as that text, other structures as one-line JSON. The message
 ends with what the agent is to do next, in terms of what it has
 (`closing_line`): a tool-less agent (answered in JSON mode) is told to answer
@@ -157,8 +160,8 @@ def render_inputs(agent: Agent[Contract], inputs: dict[str, Any]) -> str:
 
 def first_message(agent: Agent[Contract], inputs: dict[str, Any]) -> Message:
     """The first user message: each input under its own heading, most stable
-    first (see the module's docstring), `cache_breaks` at the end of the stable
-    inputs and of each lasting part."""
+    first (see the module's docstring), `cache_breaks` at the end of each stable
+    input and of each lasting part."""
     missing = [n for n in agent.inputs if n not in inputs and n not in agent.optional]
     if missing:
         raise StructuralError(f"agent {agent.name} needs inputs {missing} that were not given")
@@ -166,8 +169,10 @@ def first_message(agent: Agent[Contract], inputs: dict[str, Any]) -> Message:
     declared = [name for name in agent.inputs if name not in stable and name in inputs]
     # Then anything situational, such as feedback on a rejected plan.
     others = [*declared, *(name for name in inputs if name not in agent.inputs)]
-    text = "".join(_section(name, inputs[name]) for name in stable)
-    breaks = [len(text)]
+    text, breaks = "", []
+    for name in stable:  # each a part: the spec outlasts an executor's plan
+        text += _section(name, inputs[name])
+        breaks.append(len(text))
     tail = ""
     for name in others:
         *lasting, changing = _parts(inputs[name])

@@ -15,6 +15,9 @@ with the settings as upper bounds:
   the margin keeps the next request inside the window), and for the executor at
   `[context] executor_session_tokens` at most.
 
+On a small window the tools are offered in short forms, and fewer of them
+(`soda.agent.diet`: while whole they would take more than a quarter of it).
+
 A window of 200k tokens (Claude) leaves every default as it was; 32k and 8k
 windows shrink them in proportion. A first request that cannot fit at all is a
 person's problem, not the model's (`ContextTooSmall`, naming the setting).
@@ -22,11 +25,11 @@ person's problem, not the model's (`ContextTooSmall`, naming the setting).
 
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass
 from typing import Literal
 
 from soda.agent.condense import CHARS_PER_TOKEN, history_size
+from soda.agent.diet import offered_tools, tool_tokens
 from soda.config import Config
 from soda.errors import ContextTooSmall
 from soda.llm.base import Message, ToolSpec
@@ -62,6 +65,10 @@ class Limits:
     def answer_tokens(self) -> int:
         """What the answer may take of the window, thinking included."""
         return self.max_tokens + self.thinking
+
+    def offered(self, tools: list[ToolSpec]) -> list[ToolSpec]:
+        """The tools as this window offers them: whole, or short and fewer."""
+        return offered_tools(tools, self.window.tokens)
 
     def session_tokens(self, tools: list[ToolSpec]) -> int:
         """The condensing budget, in estimated tokens of system prompt and messages."""
@@ -99,15 +106,6 @@ def limits_for(config: Config, tier: Literal["strong", "fast"], executor: bool) 
         tool_result_chars=min(config.context.tool_result_chars, max(MIN_RESULT_CHARS, by_window)),
         executor_cap=config.context.executor_session_tokens if executor else None,
     )
-
-
-def tool_tokens(tools: list[ToolSpec]) -> int:
-    """Estimated tokens of the tools' names, descriptions and schemas."""
-    chars = sum(
-        len(tool.name) + len(tool.description) + len(json.dumps(tool.input_schema))
-        for tool in tools
-    )
-    return chars // CHARS_PER_TOKEN
 
 
 def request_tokens(system: str, tools: list[ToolSpec], messages: list[Message]) -> int:

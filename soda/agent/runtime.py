@@ -25,8 +25,9 @@ failure: the runner waits until it resets, with no model call (soda.agent.quota,
 on its `clock`, ending at a stop), and makes the same call again.
 
 What each agent may spend comes from its model's context window
-(`soda.agent.limits`): the answer budget, the tool-result size and the
-condensing budget. A first request that cannot fit the window, by soda's
+(`soda.agent.limits`): the answer budget, the tool-result size, the
+condensing budget, and on a small window the tools' short forms
+(`soda.agent.diet`). A first request that cannot fit the window, by soda's
 estimate before it is sent or by the server's refusal, is a person's to fix
 (`ContextTooSmall`, exit 2, naming model.context_window), never a failure to
 retry. Each run is framed by `agent.start` and `agent.end` events.
@@ -103,8 +104,9 @@ class AgentRunner:
     def overflow(self, agent: Agent[Any], inputs: dict[str, Any], toolbox: Toolset | None) -> int:
         """Estimated tokens by which the agent's first request with these inputs
         would pass its model's window (0 or less: it fits)."""
-        tools = (toolbox.specs() if toolbox else []) + terminal_tools(agent)
-        return self.limits(agent).overflow(agent.system, tools, [first_message(agent, inputs)])
+        limits = self.limits(agent)
+        tools = limits.offered((toolbox.specs() if toolbox else []) + terminal_tools(agent))
+        return limits.overflow(agent.system, tools, [first_message(agent, inputs)])
 
     def run(
         self,
@@ -121,7 +123,7 @@ class AgentRunner:
         conversation = Conversation(
             agent=agent,
             model=self.config.model.strong if agent.tier == "strong" else self.config.model.fast,
-            tools=(toolbox.specs() if toolbox else []) + terminal_tools(agent),
+            tools=limits.offered((toolbox.specs() if toolbox else []) + terminal_tools(agent)),
             # A run suspended by a tool (`Suspended`) goes on from its conversation.
             messages=list(resume) if resume else [first_message(agent, inputs)],
             limits=limits,

@@ -304,8 +304,9 @@ def first_requests(config: Config) -> list[FirstRequest]:
         tools = {"none": [], "read_only": reading, "worktree": working}[agent.tools]
         inputs = {name: spec if name == "spec" else "" for name in agent.inputs}
         message = first_message(agent, inputs)
-        prompt = request_tokens(agent.system, tools + terminal_tools(agent), [message])
         limits = limits_for(config, agent.tier, executor=agent.tools == "worktree")
+        offered = limits.offered(tools + terminal_tools(agent))
+        prompt = request_tokens(agent.system, offered, [message])
         model = config.model.strong if agent.tier == "strong" else config.model.fast
         found.append(FirstRequest(agent.name, model, prompt + INPUTS_ALLOWANCE, limits))
     return found
