@@ -24,6 +24,7 @@ from soda.gate.targets import covers, judge, spec_criteria
 from soda.llm.base import ModelRequest
 from soda.llm.function import FunctionModel, Reply, call, first_turn, submit
 from soda.loop.act.brief import target_input
+from soda.loop.iteration_report import line
 from soda.loop.run import Ending, run_loop
 from soda.loop.session import Session
 from tests.conftest import git
@@ -263,6 +264,7 @@ def test_done_lists_the_tests_that_prove_each_criterion(tmp_path: Path) -> None:
         }
     ]
     assert all(entry["proven"] for entry in report["proof"])
+    assert line(report).endswith("; 4 of 4 criteria proven by tests")
     shown = show_iteration(session.db, 2)
     assert "acceptance criteria and the tests that prove them:" in shown
     assert "tests/test_acceptance.py::test_divide passed" in shown

@@ -88,8 +88,17 @@ def line(report: dict[str, Any]) -> str:
         f"{report.get('skipped', 0)} skipped, {report.get('retried', 0)} retried, "
         f"{report.get('waiting', 0)} waiting; {open_questions} open "
         f"question{'' if open_questions == 1 else 's'}; "
-        f"confidence {report.get('confidence') or '-'}"
+        f"confidence {report.get('confidence') or '-'}" + _proven(report)
     )
+
+
+def _proven(report: dict[str, Any]) -> str:
+    """`; 3 of 4 criteria proven by tests` after DONE's confirmation, else ""."""
+    proof = [entry for entry in report.get("proof") or [] if entry.get("tests")]
+    if not proof:
+        return ""
+    proven = sum(1 for entry in proof if entry.get("proven"))
+    return f"; {proven} of {len(proof)} criteria proven by tests"
 
 
 @contextlib.contextmanager

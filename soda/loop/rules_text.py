@@ -49,8 +49,7 @@ def tests_and_merges(config: Config, role: Role) -> str:
     return executors(config, role) + (
         f"Test command: `{command}`. The gate runs exactly this, in the jail, on a clean "
         "checkout of each change merged with the milestone, and merges only if no test "
-        "that passed before fails and the task's target tests pass (a target test that "
-        f"fails, is skipped or is not found refuses the merge). {how} Do not run the tests "
+        f"that passed before fails and the task's target tests pass. {how} Do not run the tests "
         "any other way: in the jail a hand-written command (`python -m pytest`, `pytest`) "
         "may run another interpreter or an installed copy of the project instead of the "
         "code in the worktree.\n\n"
