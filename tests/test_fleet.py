@@ -333,7 +333,8 @@ def test_a_question_is_answered_through_the_fleet_and_each_ending_told(
     run = submit(server, url)
     stuck = wait_status(server.address, run, {"waiting"}, RUN_SECONDS)
     assert "Is rounding in the spec?" in stuck["status"]["waiting_for"]
-    assert notified.read_text().splitlines() == ["STUCK 1"]  # told before the run waited
+    told = ["QUESTION 1", "STUCK 1"]  # the question as it is asked, then the ending
+    assert notified.read_text().splitlines() == told  # before the run waited
     for worker in workers:  # a waiting run holds no worker: lose them all
         worker.kill()
     shown = fleet(server, "status", run)  # the server answers with every worker down
@@ -345,7 +346,7 @@ def test_a_question_is_answered_through_the_fleet_and_each_ending_told(
     done = wait_status(server.address, run, {"done"}, RUN_SECONDS)
     assert [h["outcome"] for h in done["history"]] == ["stuck", "merged", "done"]
     assert landed(url) == ["2"]
-    assert notified.read_text().splitlines() == ["STUCK 1", "DONE 3"]  # as the daemon tells
+    assert notified.read_text().splitlines() == [*told, "DONE 3"]  # as the daemon tells
     assert {h["worker"] for h in done["history"][1:]} == {workers[-1].name}
 
 
