@@ -158,13 +158,20 @@ def on_the_wire(fake: FunctionModel) -> Callable[[Any], Reply]:
 
 
 def test_a_real_provider_is_measured_with_one_command(
-    fake_api: FakeAPI, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+    fake_api: FakeAPI,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+    tmp_path: Path,
 ) -> None:
     """`--provider anthropic --model ...`: soda's real Anthropic provider, pointed at
-    a local Messages-API server where the fake answers; its calls are priced."""
+    a local Messages-API server where the fake answers; its calls are priced (by
+    --config: a model on 127.0.0.1 is otherwise local and free)."""
     monkeypatch.setenv("ANTHROPIC_API_KEY", "sk-ant-test-not-real")
     fake_api.respond = on_the_wire(fake_model(task("off-by-one")))
+    config = tmp_path / "prices.toml"
+    config.write_text('[model.prices."claude-sonnet-4-6"]\ninput = 3.0\noutput = 15.0\n')
     argv = ["--provider", "anthropic", "--model", "claude-sonnet-4-6", "--base-url", fake_api.url]
+    argv += ["--config", str(config)]
     assert run_main([*argv, "--tasks", "off-by-one", "--json"]) == 0
     report = json.loads(capsys.readouterr().out)
     assert report["model"]["provider"] == "anthropic"
@@ -172,7 +179,7 @@ def test_a_real_provider_is_measured_with_one_command(
     row = report["tasks"][0]
     assert row["solved"] is True, row
     assert row["calls"] == len(fake_api.requests) >= 4
-    assert row["cost_usd"] > 0  # Sonnet's price table applies to the reported usage
+    assert row["cost_usd"] > 0  # the price in --config applies to the reported usage
     assert {api_key_of(r.headers) for r in fake_api.requests} == {"sk-ant-test-not-real"}
 
 

@@ -161,7 +161,15 @@ def test_run_shows_progress_and_emits_the_phase_and_agent_events(tmp_path: Path)
     assert phases == ["sense.start", "orient.start", "decide.done", "act.start"]
     turns = [r["data"] for r in records if r["kind"] == "agent.turn"]
     assert len(turns) == 10  # verifier 2, assessor 2, planner 1, executor 5
-    assert set(turns[0]) == {"agent", "turn", "model", "tokens_in", "tokens_out", "cost_usd"}
+    assert set(turns[0]) == {
+        "agent",
+        "turn",
+        "model",
+        "tokens_in",
+        "tokens_out",
+        "cost_usd",
+        "price_source",
+    }
     starts = [r["data"]["agent"] for r in records if r["kind"] == "agent.start"]
     ends = [r["data"]["agent"] for r in records if r["kind"] == "agent.end"]
     assert starts == ends == ["verifier", "assessor", "planner", "executor"]
