@@ -46,12 +46,9 @@ NOTHING_COLLECTED = 5
 SELECTOR_RULE = (
     "how a selector is added to the test command: for pytest, the paths the command "
     "ends with (such as `tests`) are dropped and the selector is appended (a file, a "
-    "directory or a node id `path::name`); for go test, cargo test, vitest, jest, mocha "
-    "and node --test a test id as the results name it (or a test file, or a Go package) "
-    "becomes that runner's own way to run one test (`-run`, a name filter, `-t`, "
-    "`--grep`, `--test-name-pattern`); for any other `npm test`, `yarn test` or "
-    "`pnpm test` it is appended after `--`; for any other command it is appended as the "
-    "last argument"
+    "directory or a node id `path::name`); for go, cargo, vitest, jest, mocha and node "
+    "--test a test id runs that test; else for `npm test` it is appended after `--`; "
+    "for any other command it is appended as the last argument"
 )
 """What `selected_command` does, in the words agents and the README use."""
 
