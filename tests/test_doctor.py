@@ -8,11 +8,11 @@ from pathlib import Path
 import pytest
 from typer.testing import CliRunner
 
-from soda.cli.demo import prepare
 from soda.cli.doctor import run_checks
 from soda.cli.main import app
 from tests.conftest import git
 from tests.fakeapi import FakeAPI, json_response
+from tests.sample import sample_project
 from tests.test_editable import install_editable, make_project, make_venv
 
 pytest_plugins = ("tests.fakeapi",)
@@ -21,9 +21,7 @@ runner = CliRunner()
 
 @pytest.fixture
 def project(tmp_path: Path) -> Path:
-    root = tmp_path / "project"
-    prepare(root)
-    return root
+    return sample_project(tmp_path)
 
 
 def test_all_pass_on_a_ready_project(project: Path) -> None:

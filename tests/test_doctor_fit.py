@@ -10,19 +10,17 @@ from pathlib import Path
 
 import pytest
 
-from soda.cli.demo import prepare
 from soda.cli.doctor import run_checks
 from tests.fakeapi import FakeAPI
 from tests.fakeopenai import completion, json_reply
+from tests.sample import sample_project
 
 pytest_plugins = ("tests.fakeopenai",)
 
 
 @pytest.fixture
 def project(tmp_path: Path) -> Path:
-    root = tmp_path / "project"
-    prepare(root)
-    return root
+    return sample_project(tmp_path)
 
 
 def configure(root: Path, *replacements: tuple[str, str]) -> None:

@@ -11,11 +11,11 @@ from typing import Any
 
 import pytest
 
-from soda.cli.demo import SCRIPT_PATH, prepare
 from soda.config import load
 from soda.loop.run import Ending, run_loop
 from soda.loop.session import Session
 from tests.conftest import git, soda
+from tests.sample import sample_project
 from tests.scripts import NOT_MET, VERIFIED, submit
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -24,12 +24,7 @@ DEMO_SCRIPT = json.loads((ROOT / "soda" / "demo" / "script.json").read_text())["
 
 def project(tmp_path: Path, responses: list[dict[str, Any]]) -> Path:
     """The demo's sample project, with its own script of model responses."""
-    root = tmp_path / "project"
-    prepare(root)
-    python = json.dumps(sys.executable)[1:-1]
-    text = json.dumps({"responses": responses}).replace("{python}", python)
-    (root / SCRIPT_PATH).write_text(text)
-    return root
+    return sample_project(tmp_path, responses=responses)
 
 
 def run(root: Path, **kwargs: Any):

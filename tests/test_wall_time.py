@@ -10,7 +10,6 @@ import uuid
 from datetime import datetime
 from pathlib import Path
 
-from soda.cli.demo import SCRIPT_PATH, prepare
 from soda.config import load
 from soda.contracts import HumanInput
 from soda.contracts.outcomes import RunStatus
@@ -21,6 +20,7 @@ from soda.loop.session import Session
 from soda.system import proc
 from soda.system.lock import release_lock
 from tests.conftest import wait_for
+from tests.sample import sample_project
 from tests.test_daemon import DEMO, query
 from tests.test_lifecycle import processes_with, soda_run
 
@@ -30,15 +30,11 @@ LIMIT = 15
 
 
 def project(tmp_path: Path, responses: list[dict[str, object]], limit: float) -> Path:
-    root = tmp_path / "project"
-    prepare(root)
-    text = json.dumps({"responses": responses}).replace("{python}", PYTHON)
-    (root / SCRIPT_PATH).write_text(text)
-    config = (root / "soda.toml").read_text()
-    assert "max_wall_seconds = 14400.0" in config
-    config = config.replace("max_wall_seconds = 14400.0", f"max_wall_seconds = {limit}")
-    (root / "soda.toml").write_text(config)
-    return root
+    return sample_project(
+        tmp_path,
+        responses=responses,
+        settings={"max_wall_seconds = 14400.0": f"max_wall_seconds = {limit}"},
+    )
 
 
 def sleeping_executor(marker: str) -> list[dict[str, object]]:
