@@ -131,3 +131,33 @@ def page(browser: Any) -> Iterator[Any]:
     page = browser.new_page()
     yield page
     page.close()
+
+
+HEAVY: dict[str, tuple[str, ...]] = {
+    "browser": ("test_web.py", "test_web_actions.py"),
+    "fleet": (
+        "test_fleet.py",
+        "test_fleet_approval.py",
+        "test_fleet_rebuild.py",
+        "test_fleet_worker.py",
+    ),
+    "cli_executor": (
+        "test_cli_executor.py",
+        "test_cli_executor_attacks.py",
+        "test_cli_executor_faults.py",
+        "test_cli_rate_limit.py",
+    ),
+}
+"""Test files that need a heavy outside program, by marker: Chromium (browser), the
+Temporal dev server (fleet), the coding CLIs from npm (cli_executor). A developer's
+inner loop leaves them out (`-m "not browser and not fleet and not cli_executor"`);
+the README's test command, and CI, run everything."""
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """Mark each test of a heavy file with its marker (see HEAVY)."""
+    for item in items:
+        name = item.path.name
+        for marker, files in HEAVY.items():
+            if name in files:
+                item.add_marker(getattr(pytest.mark, marker))
