@@ -41,12 +41,13 @@ import subprocess
 import sys
 import time
 from collections import Counter
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from bench.replay_commits import (  # noqa: E402
+from bench.replay_commits import (
     CORRUPTIONS,
     DELETED_TEST,
     FORCED_PASS,
@@ -59,7 +60,7 @@ from bench.replay_commits import (  # noqa: E402
     pick_commits,
     variant,
 )
-from bench.replay_run import Outcome, prepare, replay  # noqa: E402
+from bench.replay_run import Outcome, prepare, replay
 
 VARIANTS = (REAL, *CORRUPTIONS)
 
@@ -70,7 +71,9 @@ def main() -> int:
     parser.add_argument("--commits", type=int, default=15, help="how many commits (default 15)")
     parser.add_argument("--json", action="store_true", help="print one JSON object")
     parser.add_argument(
-        "--work", type=Path, help="where the clone and its venv live (default /tmp/soda-replay/NAME)"
+        "--work",
+        type=Path,
+        help="the clone and its venv (default /tmp/soda-replay/NAME)",
     )
     parser.add_argument("--max-files", type=int, default=6, help="files a commit may change")
     parser.add_argument("--max-lines", type=int, default=300, help="lines a commit may change")
@@ -91,8 +94,20 @@ def main() -> int:
     unknown = set(kinds) - set(VARIANTS)
     if unknown:
         parser.error(f"--variants: unknown {', '.join(sorted(unknown))}")
-    say = (lambda line: print(line, file=sys.stderr)) if args.json else print
-    result = run(args.repo, work, args, kinds, say)
+
+    def say(line: str) -> None:
+        print(line, file=sys.stderr if args.json else sys.stdout, flush=True)
+
+    result = run(
+        args.repo,
+        work,
+        args.commits,
+        kinds,
+        say,
+        limits=(args.max_files, args.max_lines),
+        python=args.python,
+        pytest_args=args.pytest_args,
+    )
     if args.json:
         print(json.dumps(result, indent=2))
     else:
@@ -101,11 +116,21 @@ def main() -> int:
     return 1 if result["corrupted_merged"] else 0
 
 
-def run(repo: Path, work: Path, args: argparse.Namespace, kinds: list[str], say: Any) -> dict:
-    """Replay the commits; the result as `--json` prints it."""
+def run(
+    repo: Path,
+    work: Path,
+    count: int,
+    kinds: list[str] | tuple[str, ...] = VARIANTS,
+    say: Callable[[str], None] = print,
+    limits: tuple[int, int] = (6, 300),
+    python: str = "",
+    pytest_args: str = "",
+) -> dict[str, Any]:
+    """Replay `count` commits of `repo` (clone and venv under `work`; files and
+    lines a commit may change: `limits`); the result as `--json` prints it."""
     started = time.perf_counter()
-    clone, command = prepare(repo.resolve(), work, args.python, args.pytest_args, say)
-    commits = pick_commits(clone, args.commits, args.max_files, args.max_lines)
+    clone, command = prepare(repo.resolve(), work, python, pytest_args, say)
+    commits = pick_commits(clone, count, *limits)
     state = f"state/run-{time.strftime('%Y%m%d-%H%M%S')}"  # a fresh record per bench run
     say(f"{len(commits)} commits of {repo} (test command: {command})")
     rows: list[dict[str, Any]] = []
@@ -163,7 +188,7 @@ def inert(clone: Path, command: str, commit: Commit, kind: str, outcome: Outcome
     return done.returncode == 0
 
 
-def tally(commits: list[Commit], rows: list[dict[str, Any]], seconds: float) -> dict:
+def tally(commits: list[Commit], rows: list[dict[str, Any]], seconds: float) -> dict[str, Any]:
     real = [row for row in rows if row["variant"] == REAL]
     corrupt = [row for row in rows if row["variant"] != REAL and not row.get("inert")]
     held = Counter(rule for row in real if row["verdict"] == "held" for rule in row["rules"])
@@ -189,11 +214,9 @@ def tally(commits: list[Commit], rows: list[dict[str, Any]], seconds: float) -> 
     }
 
 
-def summary(result: dict) -> list[str]:
+def summary(result: dict[str, Any]) -> list[str]:
     n = max(result["commits"], 1)
-    held = ", ".join(
-        f"{rule} {count} ({count / n:.0%})" for rule, count in result["held"].items()
-    )
+    held = ", ".join(f"{rule} {count} ({count / n:.0%})" for rule, count in result["held"].items())
     refused = ", ".join(f"{why} {count}" for why, count in result["refused_by"].items())
     return [
         "",

@@ -206,7 +206,9 @@ def target_tests(repo: Path, commit: Commit) -> list[str]:
             continue
         before = test_functions(show(repo, commit.parent, path))
         after = test_functions(new)
-        changed = [name for name, (source, *_) in after.items() if before.get(name, ("",))[0] != source]
+        changed = [
+            name for name, (source, *_) in after.items() if before.get(name, ("",))[0] != source
+        ]
         targets += [f"{path}::{name}" for name in changed] or [path]
     return targets
 
@@ -268,9 +270,7 @@ def break_a_function(repo: Path, commit: Commit) -> tuple[Change, str] | None:
     that the commit does not touch and that a test file it does not change
     calls by name: a break of an unrelated, passing test. Returns the change
     and the function's name."""
-    unchanged = [
-        show(repo, commit.sha, path) or "" for path in _other_test_files(repo, commit)
-    ]
+    unchanged = [show(repo, commit.sha, path) or "" for path in _other_test_files(repo, commit)]
     called = "\n".join(unchanged)
     listed = git(repo, "ls-tree", "-r", "--name-only", commit.sha).splitlines()
     code = [p for p in commit.code if commit.changes[p]] + sorted(

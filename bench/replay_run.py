@@ -37,6 +37,7 @@ from soda.llm.base import ModelRequest
 from soda.llm.function import FunctionModel, Reply, first_turn, submit
 from soda.loop.host import open_run
 from soda.repo.git import ensure_excluded, open_repo
+from soda.store import approvals
 
 SCRIPT = "bench-script.json"
 
@@ -137,6 +138,8 @@ def replay(
     name = f"r-{commit.short}-{kind}"
     base = f"replay/{commit.short}"
     git(clone, "branch", "-f", base, commit.parent)
+    if git(clone, "branch", "--list", f"soda/{name}").strip():  # an earlier bench run's
+        git(clone, "branch", "-D", f"soda/{name}")
     spec = clone / "specs" / f"{name}.md"
     spec.parent.mkdir(exist_ok=True)
     spec.write_text(f"# {commit.subject}\n\n{commit.message}\n", encoding="utf-8")
@@ -165,6 +168,9 @@ def replay(
             "'act.merged') ORDER BY id",
             [mark],
         ).fetchall()
+        pending = approvals.waiting(run.db)
+        if pending is not None:  # the bench, as the person, declines it: the next replay acts
+            approvals.settle(run.db, pending.id, False, "replay: held merge recorded, declined")
     finally:
         run.close("replayed")
     seconds = time.perf_counter() - started
@@ -173,7 +179,8 @@ def replay(
         reason = gates[-1]["reason"] if gates else report.reason
         return Outcome(kind, "merged", reason, seconds=seconds, merged_commit=report.merged_commit)
     if not gates:
-        return Outcome(kind, "refused", report.reason, refusal="no-gate", seconds=seconds)
+        why = f"{report.outcome}: {report.reason}"
+        return Outcome(kind, "refused", why, refusal="no-gate", seconds=seconds)
     verdict = gates[-1]
     if verdict["approval"] and not verdict["targets"]:
         rules = sorted({hold_rule(item) for item in verdict["approval"]})
