@@ -36,6 +36,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import shlex
 import subprocess
 import sys
@@ -177,9 +178,14 @@ def inert(clone: Path, command: str, commit: Commit, kind: str, outcome: Outcome
     where = clone.parent / f"check-{commit.short}"
     git(clone, "worktree", "add", "-q", "--detach", str(where), outcome.merged_commit)
     try:
+        argv = shlex.split(command)
+        if argv[0].startswith(".venv/"):  # the clone's venv, with the checked tree first
+            argv[0] = str(clone / argv[0])
+        paths = os.pathsep.join([str(where / "src"), str(where)])
         done = subprocess.run(
-            [*shlex.split(command), "-p", "no:cacheprovider", *selected],
+            [*argv, "-p", "no:cacheprovider", *selected],
             cwd=where,
+            env={**os.environ, "PYTHONPATH": paths},
             capture_output=True,
             check=False,
         )

@@ -271,6 +271,9 @@ def break_a_function(repo: Path, commit: Commit) -> tuple[Change, str] | None:
     calls by name: a break of an unrelated, passing test. Returns the change
     and the function's name."""
     unchanged = [show(repo, commit.sha, path) or "" for path in _other_test_files(repo, commit)]
+    for path in commit.tests:  # the tests of the files it changes that it leaves alone
+        tests = test_functions(commit.changes[path]).items()
+        unchanged += [text for name, (text, *_) in tests if f"{path}::{name}" not in commit.targets]
     called = "\n".join(unchanged)
     listed = git(repo, "ls-tree", "-r", "--name-only", commit.sha).splitlines()
     code = [p for p in commit.code if commit.changes[p]] + sorted(
