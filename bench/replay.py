@@ -81,6 +81,14 @@ def main() -> int:
     parser.add_argument(
         "--pytest-args", default="", help="added to the test command, e.g. slow tests deselected"
     )
+    parser.add_argument("--skip", type=int, default=0, help="skip the newest K of them")
+    parser.add_argument("--rows", type=Path, help="also append each replay as a JSON line here")
+    parser.add_argument(
+        "--tally",
+        type=Path,
+        nargs="+",
+        help="no replay: sum up --rows files (or --json outputs) of earlier runs",
+    )
     parser.add_argument("--python", default="", help="test with this Python, not a venv's")
     parser.add_argument(
         "--variants", default=",".join(VARIANTS), help=f"which ones (default {','.join(VARIANTS)})"
@@ -108,6 +116,8 @@ def main() -> int:
         limits=(args.max_files, args.max_lines),
         python=args.python,
         pytest_args=args.pytest_args,
+        skip=args.skip,
+        rows_file=args.rows,
     )
     if args.json:
         print(json.dumps(result, indent=2))
@@ -126,12 +136,14 @@ def run(
     limits: tuple[int, int] = (6, 300),
     python: str = "",
     pytest_args: str = "",
+    skip: int = 0,
+    rows_file: Path | None = None,
 ) -> dict[str, Any]:
     """Replay `count` commits of `repo` (clone and venv under `work`; files and
     lines a commit may change: `limits`); the result as `--json` prints it."""
     started = time.perf_counter()
     clone, command = prepare(repo.resolve(), work, python, pytest_args, say)
-    commits = pick_commits(clone, count, *limits)
+    commits = pick_commits(clone, count + skip, *limits)[skip:]
     state = f"state/run-{time.strftime('%Y%m%d-%H%M%S')}"  # a fresh record per bench run
     say(f"{len(commits)} commits of {repo} (test command: {command})")
     rows: list[dict[str, Any]] = []
@@ -145,9 +157,13 @@ def run(
             row = outcome.to_json()
             if kind != REAL and outcome.verdict == "merged":
                 row["inert"] = inert(clone, command, commit, kind, outcome)
+            row["commit"] = commit.sha
             rows.append(row)
+            if rows_file is not None:
+                with rows_file.open("a", encoding="utf-8") as out:
+                    out.write(json.dumps(row) + "\n")
             say(line_of(commit, row))
-    return tally(commits, rows, time.perf_counter() - started)
+    return tally(rows, time.perf_counter() - started)
 
 
 def line_of(commit: Commit, row: dict[str, Any]) -> str:
@@ -194,7 +210,16 @@ def inert(clone: Path, command: str, commit: Commit, kind: str, outcome: Outcome
     return done.returncode == 0
 
 
-def tally(commits: list[Commit], rows: list[dict[str, Any]], seconds: float) -> dict[str, Any]:
+def read_rows(path: Path) -> list[dict[str, Any]]:
+    """Rows of a --rows file (JSON lines) or of a --json output."""
+    text = path.read_text(encoding="utf-8")
+    if text.lstrip().startswith("{\n") or text.lstrip().startswith('{"commits"'):
+        rows: list[dict[str, Any]] = json.loads(text)["rows"]
+        return rows
+    return [json.loads(line) for line in text.splitlines() if line.strip()]
+
+
+def tally(rows: list[dict[str, Any]], seconds: float) -> dict[str, Any]:
     real = [row for row in rows if row["variant"] == REAL]
     corrupt = [row for row in rows if row["variant"] != REAL and not row.get("inert")]
     held = Counter(rule for row in real if row["verdict"] == "held" for rule in row["rules"])
@@ -216,7 +241,6 @@ def tally(commits: list[Commit], rows: list[dict[str, Any]], seconds: float) -> 
         "by_variant": by_variant,
         "seconds": round(seconds, 1),
         "rows": rows,
-        "shas": [commit.sha for commit in commits],
     }
 
 
