@@ -68,7 +68,7 @@ VARIANTS = (REAL, *CORRUPTIONS)
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("repo", type=Path, help="a local git clone of a pytest project")
+    parser.add_argument("repo", type=Path, nargs="?", help="a local git clone of a pytest project")
     parser.add_argument("--commits", type=int, default=15, help="how many commits (default 15)")
     parser.add_argument("--json", action="store_true", help="print one JSON object")
     parser.add_argument(
@@ -94,6 +94,13 @@ def main() -> int:
         "--variants", default=",".join(VARIANTS), help=f"which ones (default {','.join(VARIANTS)})"
     )
     args = parser.parse_args()
+    if args.tally:
+        rows = [row for path in args.tally for row in read_rows(path)]
+        result = tally(rows, sum(row["seconds"] for row in rows))
+        print(json.dumps(result, indent=2) if args.json else "\n".join(summary(result)))
+        return 1 if result["corrupted_merged"] else 0
+    if args.repo is None:
+        parser.error("REPO is required (unless --tally)")
     if args.commits < 1:
         parser.error("--commits: at least 1")
     where = args.repo.resolve()
