@@ -37,7 +37,6 @@ def plan(*keys: str) -> dict[str, Any]:
 
 PLAN = plan("a")
 ALLOWED_SPELLINGS = {
-    "daemon/process.py": "the daemon's `_apply_control`: issue #28's host door takes it over",
     "forge/pulls.py": "a writer's review comment recorded as a correction (forge sits below human)",
 }
 """Modules that still spell a kind, and why (the scan fails on any other)."""

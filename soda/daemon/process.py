@@ -39,6 +39,7 @@ from soda.daemon.flags import SETTLE_SECONDS, Flags, settle_delay, take
 from soda.daemon.parts import LOG_NAME, keep_watching
 from soda.errors import SodaError, UserError
 from soda.events import Events, notify
+from soda.human.routing import Control
 from soda.human.write import inbox_dir
 from soda.llm.providers import check_provider
 from soda.loop.host import Run, open_run
@@ -236,11 +237,11 @@ class Daemon:
     def _apply_control(self, run: Run) -> None:
         for action in run.take_controls():
             kind = action.kind
-            if kind == "pause":
+            if kind == Control.PAUSE:
                 self.paused = True
-            elif kind == "resume":  # a person asks for work: never a free wake
+            elif kind == Control.RESUME:  # a person asks for work: never a free wake
                 self.paused, self.idle, self.resumed = False, False, True
-            elif kind == "stop":
+            elif kind == Control.STOP:
                 self.flags.stop.set()
             self.say(f"control: {action.response}")
 
