@@ -8,10 +8,9 @@ a key present; with `ping`, one tiny real request), each model's price and
 where it came from (a FAIL where a run would be refused for want of one), and
 the pull requests' forge ([forge]; with `ping`, one request with the token). An
 unknown provider fails the config check, as any other error in soda.toml does.
-With `tests`, the test command also runs once, in the jail, on a clean checkout
-of the base branch's tip, and `imports` says whether the tests imported the
-project from that checkout (an install from elsewhere makes the gate refuse
-every change).
+With `tests`, the test command runs once, in the jail, on a clean checkout of the
+base branch's tip; `imports` says whether the tests imported the project from that
+checkout (an install from elsewhere makes the gate refuse every change).
 
 `fit` weighs the largest first request an agent makes (system prompt, tools, the
 spec and room for an iteration's claims, and the answer budget) against its
