@@ -258,3 +258,31 @@ def test_a_disabled_tracker_is_one_line(tmp_path: Path, fake_forge: FakeForge) -
     config = Config(forge=ForgeConfig(api_url=fake_forge.url), root=tmp_path)
     with pytest.raises(UserError, match="tracker.enabled"):
         connect_tracker(config, open_db(tmp_path / "state.db"))
+
+
+def test_an_issues_pull_request_says_closes(
+    repo: Path, fake_forge: FakeForge, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from soda.events import Events
+    from soda.forge import connect
+    from tests.conftest import git
+
+    monkeypatch.setenv("GITHUB_TOKEN", TOKEN)
+    git(repo, "remote", "add", "origin", str(fake_forge.bare))
+    git(repo, "push", "-q", "origin", "main")
+    git(repo, "branch", "soda/issue-101", "main")
+    git(repo, "checkout", "-q", "soda/issue-101")
+    (repo / "a.txt").write_text("one")
+    git(repo, "add", "a.txt")
+    git(repo, "commit", "-q", "-m", "add a")
+    git(repo, "checkout", "-q", "main")
+    forge = ForgeConfig(mode="draft", api_url=fake_forge.url, repository=f"{OWNER}/{NAME}")
+    config = Config(project=ProjectConfig(), forge=forge, root=repo)
+    db = open_db(repo / "state.db")
+    pulls = connect(config, db, "soda/issue-101")
+    assert pulls is not None
+    events = Events(db, repo / "events.jsonl")
+    pulls.publish(git(repo, "rev-parse", "soda/issue-101"), "t", "see # 3", events)
+    pulls.publish(git(repo, "rev-parse", "soda/issue-101"), "t", "see # 3", events)
+    (pull,) = fake_forge.pulls.values()
+    assert pull["body"].startswith("Closes #101\n") and pull["body"].count("Closes") == 1
