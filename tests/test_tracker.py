@@ -137,9 +137,14 @@ def test_outsiders_issues_and_hostile_comments_change_nothing(
     for text in HOSTILE:
         fake_forge.add_issue_comment(ours, "mallory", "CONTRIBUTOR", text)
         fake_forge.add_issue_comment(theirs, "mallory", "NONE", text)
-    done = sync(config, tracker)
+    first = sync(config, tracker)
+    assert first.queued == [ours] and first.data == [theirs] and first.inputs == 0
     db = db_of(tracker)
-    assert done.queued == [ours] and done.data == [theirs] and done.inputs == 0
+    assert [i.number for i in rows.items(db) if i.state == "queued"] == [ours]  # type: ignore[arg-type]
+    assert rows.comments(db, ours) == []  # type: ignore[arg-type]  # a queued thread waits
+    rows.set_state(db, ours, "running", "started")  # type: ignore[arg-type]
+    done = sync(config, tracker)
+    assert done.queued == [] and done.inputs == 0
     kept = rows.item(db, theirs)  # type: ignore[arg-type]
     assert kept is not None and kept.state == "data" and kept.author == "mallory"
     assert kept.spec is None and kept.branch is None
@@ -159,6 +164,7 @@ def test_a_writers_comment_is_a_correction_with_provenance_read_once(
     config, tracker = setup(tmp_path, fake_forge, monkeypatch)
     number = fake_forge.add_issue("alice", "OWNER", "Work", "- [ ] a", ("soda",))
     sync(config, tracker)
+    rows.set_state(db_of(tracker), number, "running", "started")  # type: ignore[arg-type]
     said = fake_forge.add_issue_comment(number, "alice", "OWNER", "Use tabs, not commas.")
     stop = fake_forge.add_issue_comment(number, "bob", "COLLABORATOR", "/soda stop")
     fake_forge.add_issue_comment(number, "bob", "COLLABORATOR", "/soda approve")  # none waits
@@ -204,6 +210,8 @@ def test_an_unchanged_tracker_is_polled_with_conditional_requests_only(
     number = fake_forge.add_issue("alice", "OWNER", "Work", "- [ ] a", ("soda",))
     fake_forge.add_issue_comment(number, "alice", "OWNER", "note")
     sync(config, tracker)
+    rows.set_state(db_of(tracker), number, "running", "started")  # type: ignore[arg-type]
+    sync(config, tracker)
     before, seen = fake_forge.costly, len(fake_forge.requests)
     for _ in range(3):
         sync(config, tracker)
@@ -220,6 +228,7 @@ def test_write_back_is_not_doubled_across_a_crash(
     number = fake_forge.add_issue("alice", "OWNER", "Work", "- [ ] a", ("soda",))
     sync(config, tracker)
     db = db_of(tracker)
+    rows.set_state(db, number, "running", "started")  # type: ignore[arg-type]
     assert intake.write_back(tracker, db, number, "start", "soda @alice started #3")  # type: ignore[arg-type]
     assert not intake.write_back(tracker, db, number, "start", "again")  # type: ignore[arg-type]
     # A crash after the POST landed, before the row was written: a child process

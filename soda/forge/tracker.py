@@ -6,7 +6,7 @@ and the comments soda writes back.
                 writer's issue becomes a queued item with its spec
                 (`specs/issue-N.md`) and milestone branch (`soda/issue-N`);
                 anyone else's is kept as data with its author, never queued
-    read_thread each new comment on a queued issue, read once: a writer's is a
+    read_thread each new comment on the running issue, read once: a writer's is a
                 correction (or `/soda stop`, `/soda pause`, `/soda resume`,
                 `/soda approve`) built by soda.human.commands with provenance
                 naming the comment; anyone else's is kept as data
@@ -105,7 +105,9 @@ class Synced:
 
 
 def sync(tracker: Tracker, config: Config, db: Database, reader: Reader) -> Synced:
-    """Read the labelled issues and the threads of the queued ones; record what is new."""
+    """Read the labelled issues and the running one's thread; record what is new.
+    Inputs go to this repository's one queue, so only the issue being worked on
+    speaks to the run; a queued issue's comments are read when it starts."""
     queued: list[int] = []
     data: list[int] = []
     inputs = 0
@@ -115,8 +117,8 @@ def sync(tracker: Tracker, config: Config, db: Database, reader: Reader) -> Sync
             (queued if _take(config, db, issue) == "queued" else data).append(issue.number)
         elif known.state != "data":
             _refresh(config, db, issue, known)
-    for item in rows.items(db):
-        if item.state in ("queued", "running"):
+    for item in rows.items(db):  # a queued item's thread waits: read once it runs
+        if item.state == "running":
             inputs += read_thread(tracker, config, db, item.number, reader)
     return Synced(queued, data, inputs)
 
