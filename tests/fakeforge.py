@@ -57,6 +57,7 @@ _ROUTES: list[tuple[str, str]] = [
     ("GET", "/repos/{owner}/{repo}/issues/{issue_number}/comments"),
     ("POST", "/repos/{owner}/{repo}/pulls/{pull_number}/comments/{comment_id}/replies"),
     ("POST", "/repos/{owner}/{repo}/issues/{issue_number}/comments"),
+    ("GET", "/repos/{owner}/{repo}/issues"),
 ]
 
 
@@ -95,6 +96,9 @@ class FakeForge:
         self.review_comments: dict[int, list[dict[str, Any]]] = {}
         self.reviews: dict[int, list[dict[str, Any]]] = {}
         self.issue_comments: dict[int, list[dict[str, Any]]] = {}
+        self.issues: dict[int, dict[str, Any]] = {}
+        """Issues by number (numbered after the pull requests, as GitHub shares
+        one sequence): `add_issue`."""
         self.faults: deque[Fault] = deque()
         self.requests: list[Seen] = []
         self.problems: list[str] = []
@@ -155,6 +159,28 @@ class FakeForge:
         return self._add(
             self.issue_comments, number, _by("issue-comment", login, association, body)
         )
+
+    def add_issue(
+        self, login: str, association: str, title: str, body: str, labels: tuple[str, ...]
+    ) -> int:
+        """An open issue filed by `login`; its number."""
+        issue = openapi.component("issue")
+        with self.lock:
+            number = 100 + len(self.issues) + 1
+            issue.update(
+                id=next(_ids), number=number, title=title, body=body, user=_user(login),
+                author_association=association, state="open",
+                labels=[_label(name) for name in labels],
+            )  # fmt: skip
+            issue.pop("pull_request", None)
+            self.issues[number] = issue
+        return number
+
+    def edit_issue(self, number: int, **fields: Any) -> None:
+        with self.lock:
+            if "labels" in fields:
+                fields["labels"] = [_label(name) for name in fields["labels"]]
+            self.issues[number].update(fields)
 
     def _add(
         self, where: dict[int, list[dict[str, Any]]], number: int, item: dict[str, Any]
@@ -299,6 +325,15 @@ class FakeForge:
             comment = _by("issue-comment", SODA_LOGIN, "OWNER", body["body"])
             self.issue_comments.setdefault(number, []).append(comment)
             return 201, comment
+        if template == "/repos/{owner}/{repo}/issues":
+            wanted = {name for name in query.get("labels", "").split(",") if name}
+            found = [
+                issue
+                for issue in self.issues.values()
+                if issue["state"] == query.get("state", "open")
+                and wanted <= {label["name"] for label in issue["labels"]}
+            ]
+            return 200, paged(found)
         if template.endswith("/replies"):
             parent = int(args["comment_id"])
             original = next(c for c in self.review_comments[number] if c["id"] == parent)
@@ -374,6 +409,12 @@ def _by(schema: str, login: str, association: str, body: str, **more: Any) -> di
     item.update(id=next(_ids), user=_user(login), author_association=association, body=body)
     item.update(more)
     return dict(item)
+
+
+def _label(name: str) -> dict[str, Any]:
+    label = openapi.component("label")
+    label.update(id=abs(hash(name)) % 10_000_000, name=name)
+    return dict(label)
 
 
 def _user(login: str) -> dict[str, Any]:

@@ -36,6 +36,7 @@ from soda.config.sections import (
     Risk,
     SandboxConfig,
     Section,
+    TrackerConfig,
 )
 from soda.errors import ConfigError
 
@@ -62,6 +63,7 @@ __all__ = [
     "ProjectConfig",
     "Risk",
     "SandboxConfig",
+    "TrackerConfig",
     "find_config",
     "load",
 ]
@@ -94,6 +96,8 @@ class Config(Section):
     """Pull requests: the milestone on a forge, its CI and review comments."""
     executor: ExecutorConfig = Field(default_factory=ExecutorConfig)
     """Who does a task's work: soda's own agent or a coding CLI in the jail."""
+    tracker: TrackerConfig = Field(default_factory=TrackerConfig)
+    """Work from the forge's issue tracker: labelled issues as queued milestones."""
 
     # Set by load(); not part of the file.
     root: Path = Field(default=Path("."), exclude=True)

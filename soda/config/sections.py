@@ -324,6 +324,21 @@ class ForgeConfig(Section):
     """Seconds one retry may wait at most, whatever the forge asks (0-3600)."""
 
 
+class TrackerConfig(Section):
+    enabled: bool = False
+    """Take work from the forge's issues (`[forge]` names the forge, its token and
+    repository): each open issue carrying `label`, filed by a writer, becomes a
+    queued milestone with its own spec and branch (`soda issues sync`)."""
+    label: str = Field("soda", min_length=1, max_length=50)
+    """The label that means "soda, take this"."""
+    writers: list[str] = Field(default_factory=list)
+    """Forge logins who may hand work over and speak on an issue's thread besides
+    the repository's owners, members and collaborators. Everyone else's issues and
+    comments are stored as data and never acted on."""
+    spec_dir: str = "specs"
+    """Where each issue's spec is written (`specs/issue-N.md`), relative to soda.toml."""
+
+
 ExecutorBackend = Literal["builtin", "claude-code", "codex"]
 
 

@@ -9,6 +9,8 @@ gate, and review comments from people with write access as corrections.
     pulls.py    `PullRequests`: publish, poll, reply, DONE; idempotent against
                 the rows in soda.store.forge, so a restart repeats nothing
     body.py     what soda writes: the body, replies, the marker of its own text
+    tracker.py  `[tracker]`: labelled issues as queued milestones, their threads
+                as input, the comments soda writes back (rows: soda.store.tracker)
 
 `connect` builds the service from `[forge]` (None when `mode = "off"`); the loop
 calls it at SENSE, after each iteration and at DONE, and the idle daemon on its
@@ -27,11 +29,12 @@ from sqlite_utils import Database
 from soda.config import Config
 from soda.errors import ConfigError, UserError
 from soda.forge.kinds import forge_for
+from soda.forge.port import Forge, Tracker
 from soda.forge.pulls import Poll, PullRequests, stored_checks
 from soda.forge.push import remote_url, repository_from_url
 from soda.system.clock import SYSTEM_CLOCK, Clock
 
-__all__ = ["Poll", "PullRequests", "connect", "stored_checks"]
+__all__ = ["Poll", "PullRequests", "Tracker", "connect", "connect_tracker", "stored_checks"]
 
 
 def connect(
@@ -45,11 +48,28 @@ def connect(
     forge = config.forge
     if forge.mode == "off":
         return None
+    built, repository, token = _built(config, db, clock, f"forge.mode = {forge.mode!r}")
+    return PullRequests(
+        built,
+        forge,
+        repository,
+        db,
+        Path(config.root),
+        branch,
+        config.project.base_branch,
+        token,
+    )
+
+
+def _built(config: Config, db: Database, clock: Clock, needs: str) -> tuple[Forge, str, str]:
+    """The forge `[forge]` names, its repository and token; a missing token or a
+    repository that cannot be named is a user error."""
+    forge = config.forge
     token = os.environ.get(forge.token_env, "").strip()
     if not token:
         raise UserError(
             f"soda.toml: forge.token_env: the environment variable {forge.token_env} is not"
-            f" set (forge.mode = {forge.mode!r} needs a token; see the README's 'Pull requests')"
+            f" set ({needs} needs a token; see the README's 'Pull requests')"
         )
     repository = forge.repository
     if repository is None:
@@ -62,17 +82,18 @@ def connect(
             )
     elif repository.count("/") != 1 or not all(repository.split("/")):
         raise ConfigError(f"soda.toml: forge.repository: {repository!r} is not owner/name")
-    built = forge_for(forge.kind).build(forge, token, repository, db, clock)
-    return PullRequests(
-        built,
-        forge,
-        repository,
-        db,
-        Path(config.root),
-        branch,
-        config.project.base_branch,
-        token,
-    )
+    return forge_for(forge.kind).build(forge, token, repository, db, clock), repository, token
+
+
+def connect_tracker(config: Config, db: Database, clock: Clock = SYSTEM_CLOCK) -> Tracker:
+    """The forge's issue tracker (`[tracker]`, on the forge `[forge]` names);
+    a user error when `[tracker] enabled` is false."""
+    if not config.tracker.enabled:
+        raise UserError("soda.toml: tracker.enabled is false: set it to true to take issues")
+    built, _, _ = _built(config, db, clock, "tracker.enabled = true")
+    if not isinstance(built, Tracker):
+        raise UserError(f"soda.toml: forge.kind: {config.forge.kind!r} has no issue tracker")
+    return built
 
 
 def doctor(config: Config, db: Database, ping: bool = False) -> str:

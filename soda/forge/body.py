@@ -29,6 +29,19 @@ def defuse(text: str) -> str:
     return _URL.sub(r"\1[:]//", text)
 
 
+_ISSUE_BRANCH = re.compile(r"^soda/issue-(\d+)$")
+
+
+def closing(branch: str, text: str) -> str:
+    """`text` with `Closes #N` on its own line when `branch` is an issue's milestone
+    (`soda/issue-N`, from `[tracker]`): the issue closes when the pull request
+    merges, by the forge's own rule. The one reference soda writes undefused."""
+    found = _ISSUE_BRANCH.match(branch)
+    if found is None or f"Closes #{found.group(1)}" in text:
+        return text
+    return f"Closes #{found.group(1)}\n\n{text}"
+
+
 def title(spec_title: str) -> str:
     return defuse(f"soda: {spec_title}")[:250]
 

@@ -17,7 +17,7 @@ from sqlite_utils import Database
 from soda.config import ForgeConfig
 from soda.errors import CredentialsError, UserError
 from soda.forge.http import ForgeRefused, RestClient
-from soda.forge.port import Check, Comment, CommentKind, PullRequest
+from soda.forge.port import Check, Comment, CommentKind, Issue, PullRequest
 from soda.store import forge as rows
 from soda.system.clock import Clock
 
@@ -183,10 +183,36 @@ class GitHubForge:
             path = f"{self._repo_path}/issues/{number}/comments"
         self.client.request("POST", path, {"body": body})
 
-    def _pages(self, path: str, key: str | None = None) -> list[list[dict[str, Any]]]:
+    # --- the issue tracker (`soda.forge.port.Tracker`) ---------------------------
+
+    def labelled_issues(self, label: str) -> list[Issue]:
+        with _reading(f"the issues labelled {label!r}"):
+            found: list[Issue] = []
+            params = {"labels": label, "state": "open", "sort": "created", "direction": "asc"}
+            for page in self._pages(f"{self._repo_path}/issues", params=params):
+                found += [_issue(data) for data in page if "pull_request" not in data]
+            return found
+
+    def issue_comments(self, number: int) -> list[Comment]:
+        with _reading(f"the comments of issue #{number}"):
+            found: list[Comment] = []
+            for page in self._pages(f"{self._repo_path}/issues/{number}/comments"):
+                found += [_comment("issue_comment", c) for c in page]
+            return found
+
+    def comment_issue(self, number: int, body: str) -> int:
+        answer = self.client.request(
+            "POST", f"{self._repo_path}/issues/{number}/comments", {"body": body}
+        )
+        with _reading(f"the comment posted on issue #{number}"):
+            return int(answer["id"])
+
+    def _pages(
+        self, path: str, key: str | None = None, params: dict[str, Any] | None = None
+    ) -> list[list[dict[str, Any]]]:
         pages = []
         for page in range(1, MAX_PAGES + 1):
-            answer = self.client.get(path, {"per_page": PER_PAGE, "page": page})
+            answer = self.client.get(path, {**(params or {}), "per_page": PER_PAGE, "page": page})
             items = answer.get(key, []) if key and isinstance(answer, dict) else answer
             if not isinstance(items, list):
                 break
@@ -226,6 +252,24 @@ def _comment(kind: CommentKind, data: dict[str, Any]) -> Comment:
         path=data.get("path") if kind == "review_comment" else None,
         line=int(line) if isinstance(line, int) else None,
         review_state=data.get("state") if kind == "review" else None,
+    )
+
+
+def _issue(data: dict[str, Any]) -> Issue:
+    user = data.get("user") or {}
+    labels = [
+        str(label.get("name") if isinstance(label, dict) else label)
+        for label in data.get("labels") or []
+    ]
+    return Issue(
+        number=int(data["number"]),
+        item_id=int(data["id"]),
+        title=str(data.get("title") or ""),
+        body=str(data.get("body") or ""),
+        author=str(user.get("login") or "ghost"),
+        role=str(data.get("author_association") or "NONE"),
+        writer=data.get("author_association") in WRITER_ASSOCIATIONS,
+        labels=tuple(labels),
     )
 
 

@@ -11,7 +11,7 @@ says is a writer (may write to the repository: a person soda listens to) or not.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Literal, Protocol
+from typing import Literal, Protocol, runtime_checkable
 
 CommentKind = Literal["review_comment", "review", "issue_comment"]
 
@@ -120,4 +120,38 @@ class Forge(Protocol):
 
     def reply(self, number: int, comment: Comment, body: str) -> None:
         """Answer `comment` on its thread (inline), or on the conversation."""
+        ...
+
+
+@dataclass(frozen=True)
+class Issue:
+    """An open issue carrying the tracker's label, as the forge gives it."""
+
+    number: int
+    item_id: int
+    """The forge's own id for it (stable across renumbering and transfers)."""
+    title: str
+    body: str
+    author: str
+    role: str
+    """The author's relation to the repository in the forge's words."""
+    writer: bool
+    """The forge says the author may write to the repository."""
+    labels: tuple[str, ...]
+
+
+@runtime_checkable
+class Tracker(Protocol):
+    """A forge's issue tracker: what `[tracker]` reads and writes. Failures as `Forge`'s."""
+
+    def labelled_issues(self, label: str) -> list[Issue]:
+        """The open issues (not pull requests) carrying `label`, oldest first."""
+        ...
+
+    def issue_comments(self, number: int) -> list[Comment]:
+        """The conversation comments on issue `number`, oldest first."""
+        ...
+
+    def comment_issue(self, number: int, body: str) -> int:
+        """Post `body` on issue `number`; the new comment's id."""
         ...

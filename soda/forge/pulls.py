@@ -88,6 +88,7 @@ class PullRequests:
     def publish(self, tip: str, title: str, body: str, events: Events) -> PullRequest | None:
         """Push `tip`, make sure the pull request exists, and write `body` if it
         changed. Returns the pull request (None once it is closed or merged)."""
+        body = text.closing(self.branch, body)
         row = self.row()
         if row is not None and (row.merged or row.state == "closed"):
             return None

@@ -13,6 +13,8 @@ with an `InputError` (one line saying what is wrong; nothing is delivered):
     edit      approve a waiting plan as the person edited it (`edit`: an
               unchanged plan is a plain approve)
     control   pause, resume, stop, cancel: what each face offers (`Face.controls`)
+    slash     a comment on the forge's issue tracker: `/soda stop|pause|resume|
+              approve`, or else a correction (`Face.TRACKER`)
 
 What a face knows of the run it speaks to is a `RunRecord`: a repository's
 database (`soda.human.checks.DatabaseRecord`) or a fleet run's memo on the
@@ -43,6 +45,7 @@ class Face(enum.StrEnum):
     CLI = "cli"
     WEB = "web"
     FLEET = "fleet"
+    TRACKER = "tracker"
 
     @property
     def source(self) -> str | None:
@@ -227,6 +230,24 @@ def control(by: Provenance, kind: str) -> Said:
     if kind not in offered:
         raise InputError(f"unknown control {str(kind)!r}: use one of {', '.join(sorted(offered))}")
     return _said(by, kind=kind)
+
+
+def slash(record: RunRecord, by: Provenance, text: str) -> Said:
+    """A writer's comment on a tracker's issue: `/soda stop` (pause, resume), or
+    `/soda approve` (the plan or merge the run waits with), or else a correction."""
+    words = text.strip().split(maxsplit=2)
+    if len(words) < 2 or words[0].lower() != "/soda":
+        return tell(by, text.strip())
+    verb = words[1].lower()
+    if verb == "approve":
+        waiting = record.waiting()
+        if waiting is None:
+            raise InputError("/soda approve: no plan or merge waits for a verdict")
+        return approve(record, by, waiting.iteration)
+    if verb in by.face.controls:
+        return control(by, verb)
+    offered = ", ".join(sorted({*by.face.controls, "approve"}))
+    raise InputError(f"/soda {verb}: unknown (say one of {offered})")
 
 
 def queue(state_dir: Path, said: Said) -> Path:

@@ -22,9 +22,10 @@ other than the CLI adds its name before `.json` (`SOURCES`)."""
 
 INBOX = "inbox"
 """The provenance of what came through the inbox: a person's own file or a CLI command."""
-SOURCES = frozenset({"web", "fleet"})
+SOURCES = frozenset({"web", "fleet", "tracker"})
 """Faces that name themselves in their inputs' provenance (the `source` column):
-the web dashboard, and `soda fleet` (its inputs written by the worker holding the run)."""
+the web dashboard, `soda fleet` (its inputs written by the worker holding the run),
+and the forge's issue tracker (a writer's comment on an issue soda works on)."""
 
 
 def source_of(name: str) -> str:

@@ -194,6 +194,55 @@ def m012_price_source(db: Database) -> None:
     db.conn.executescript("ALTER TABLE agent_calls ADD COLUMN price_source TEXT;")
 
 
+def m013_tracker(db: Database) -> None:
+    """Work from the forge's issue tracker (`soda.forge.tracker`): each labelled
+    issue seen, by its number and the forge's id, with its author and whether it
+    was queued or kept as data; each comment on its thread, read once (the
+    input it became, or why not); and each comment soda wrote back, by the
+    event it tells of, so a restart never writes one twice."""
+    db.conn.executescript(
+        """
+        CREATE TABLE tracker_items (
+            number INTEGER PRIMARY KEY,
+            forge_id INTEGER NOT NULL,
+            title TEXT NOT NULL,
+            author TEXT NOT NULL,
+            association TEXT NOT NULL,
+            state TEXT NOT NULL CHECK (state IN ('queued', 'data', 'running', 'done',
+                'stuck', 'halted', 'cancelled')),
+            reason TEXT,
+            spec TEXT,
+            branch TEXT,
+            depends_json TEXT NOT NULL DEFAULT '[]',
+            body_sha TEXT,
+            pr_number INTEGER,
+            last_word TEXT,
+            seen_at TEXT NOT NULL,
+            updated_at TEXT NOT NULL
+        );
+        CREATE TABLE tracker_comments (
+            comment_id INTEGER PRIMARY KEY,
+            number INTEGER NOT NULL,
+            author TEXT NOT NULL,
+            association TEXT NOT NULL,
+            status TEXT NOT NULL CHECK (status IN ('input', 'ignored', 'own')),
+            reason TEXT,
+            body TEXT NOT NULL,
+            input_id INTEGER REFERENCES human_inputs(id),
+            seen_at TEXT NOT NULL
+        );
+        CREATE INDEX tracker_comments_number ON tracker_comments(number);
+        CREATE TABLE tracker_writes (
+            number INTEGER NOT NULL,
+            event TEXT NOT NULL,
+            comment_id INTEGER,
+            written_at TEXT NOT NULL,
+            PRIMARY KEY (number, event)
+        );
+        """
+    )
+
+
 MIGRATIONS = [
     m006_milestone_digest,
     m007_bounded_reads,
@@ -202,5 +251,6 @@ MIGRATIONS = [
     m010_merge_approvals,
     m011_progress,
     m012_price_source,
+    m013_tracker,
 ]
 """In the order they apply (never reorder one that has shipped)."""

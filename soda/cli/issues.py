@@ -1,0 +1,83 @@
+"""`soda issues`: work from the forge's issue tracker (`[tracker]`).
+
+    soda issues          the queue: each labelled issue, its state, milestone
+                         branch, pull request and last word
+    soda issues sync     read the tracker now (what the daemon's poll does):
+                         new labelled issues queued (a writer's) or kept as
+                         data, new comments on queued issues read once
+
+`soda.cli.main` registers them by importing this module.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Annotated
+
+import typer
+
+from soda.cli.app import Project, app, handled, out, project_of, say
+from soda.cli.view import JSON_HELP
+from soda.contracts import HumanInput
+from soda.forge import connect_tracker
+from soda.forge import tracker as intake
+from soda.human import commands
+from soda.human.checks import DatabaseRecord
+from soda.store import tracker as rows
+
+issues = typer.Typer(
+    help="Work from the forge's issue tracker: labelled issues as queued milestones."
+    "\n\nExample: soda issues sync && soda issues",
+    invoke_without_command=True,
+)
+app.add_typer(issues, name="issues")
+AsJson = Annotated[bool, typer.Option("--json", help=JSON_HELP)]
+
+
+@issues.callback()
+@handled
+def show_queue(ctx: typer.Context, as_json: AsJson = False) -> None:
+    """List the tracker's issues: state, milestone branch, pull request, last word."""
+    if ctx.invoked_subcommand is not None:
+        return
+    found = rows.items(project_of(ctx).db)
+    if as_json:
+        out.print_json(json.dumps([item.__dict__ for item in found]))
+        return
+    if not found:
+        say("no issues yet: label one and run `soda issues sync`")
+        return
+    for item in found:
+        pr = f"#{item.pr_number}" if item.pr_number else "-"
+        after = f" after {', '.join(f'#{n}' for n in item.depends)}" if item.depends else ""
+        say(
+            f"#{item.number:<5} {item.state:<9} {item.branch or '-':<18} PR {pr:<6}"
+            f" {item.author}: {item.title[:60]}{after} ({item.last_word or '-'})"
+        )
+
+
+@issues.command()
+@handled
+def sync(ctx: typer.Context) -> None:
+    """Read the tracker now: new labelled issues and new comments on queued ones.
+
+    Example: soda issues sync
+    """
+    project = project_of(ctx)
+    tracker = connect_tracker(project.config, project.db)
+    done = intake.sync(tracker, project.config, project.db, reader(project))
+    queued = ", ".join(f"#{n}" for n in done.queued) or "none"
+    data = ", ".join(f"#{n}" for n in done.data) or "none"
+    say(f"queued: {queued}; kept as data (not a writer's): {data}; inputs: {done.inputs}")
+
+
+def reader(project: Project) -> intake.Reader:
+    """How a writer's comment on an issue becomes an input: soda.human.commands
+    builds it, with the comment as its provenance."""
+    record = DatabaseRecord(project.db, project.config)
+
+    def read(who: str, text: str) -> HumanInput:
+        by = commands.Provenance(commands.Face.TRACKER, who)
+        return commands.slash(record, by, text).item
+
+    return read
