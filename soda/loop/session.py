@@ -161,14 +161,14 @@ class Session:
         safe point."""
         live = LiveConfig.of(config)
         config = live.current
-        check_startable(config, model.provider if model is not None else config.model.provider)
         repo = open_repo(config.root)
         acquire_lock(config.state_dir)  # one soda per repository, daemon or foreground
         db = open_db(config.db_path)
         events = Events(db, config.state_dir / "logs" / "events.jsonl")
         recover(config, db, repo, events)
         proc.observe(ActivityFile(config.state_dir))  # what `soda stop` waits for
-        model = model or make_model(config, events.emit)
+        model = model or make_model(config, events.emit)  # a missing key is said first
+        check_startable(config, model.provider)
         tracker = SqliteTracker(db, milestone_name(config))
         milestone = start_milestone(config, repo, tracker)
         recorder = CallRecorder(db, live, model.provider, events)
