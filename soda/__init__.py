@@ -38,6 +38,7 @@ LAYERS: dict[str, frozenset[str]] = {
     "fleet": _GROUND | {"system", "repo", "contracts", "store", "events", "human", "loop"},
     # faces: what a person runs and looks at
     "web": _GROUND | {"system", "contracts", "store", "events", "trace", "human"},
+    "mcp": _GROUND | {"system", "contracts", "store", "events", "trace", "human"},
     "cli": frozenset(),  # filled below: the CLI may import every other room
 }
 """Room -> the rooms it may import (besides itself). An executor backend goes in

@@ -4,18 +4,19 @@ core (init, schema, run, demo, doctor), daemon (start, stop, status, budget,
 daemon), plan (plan, answer), queue (tell, approve, reject, pause, resume,
 cancel), view (tasks, history, show, events, cost), web, fleet (worker, and
 the `fleet` group), fleet_say (the person's inputs to a fleet run), tools
-(tools), issues (the `issues` group: the forge's issue tracker).
+(tools), issues (the `issues` group: the forge's issue tracker), mcp (the
+`mcp` group: `soda mcp serve`).
 """
 
 from __future__ import annotations
 
 import os
 
-from soda.cli import core, daemon, fleet, fleet_say, issues, plan, queue, tools, view, web
+from soda.cli import core, daemon, fleet, fleet_say, issues, mcp, plan, queue, tools, view, web
 from soda.cli.app import app
 
 __all__ = ["app", "main"]
-COMMAND_MODULES = (core, daemon, plan, queue, view, web, fleet, fleet_say, tools, issues)
+COMMAND_MODULES = (core, daemon, plan, queue, view, web, fleet, fleet_say, tools, issues, mcp)
 
 
 def main() -> None:

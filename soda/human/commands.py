@@ -1,5 +1,6 @@
 """Every input a person can give, checked and built once, whichever face it
-comes through: the CLI, the web dashboard, `soda fleet` (and the faces to come).
+comes through: the CLI, the web dashboard, `soda fleet`, a tracker's comment,
+`soda mcp serve` (and the faces to come).
 
 A face parses what the person did, calls one builder here with its
 `Provenance`, and delivers the `Said` it gets back (the inbox for a repository
@@ -46,6 +47,7 @@ class Face(enum.StrEnum):
     WEB = "web"
     FLEET = "fleet"
     TRACKER = "tracker"
+    MCP = "mcp"
 
     @property
     def source(self) -> str | None:
@@ -66,8 +68,9 @@ class Provenance:
 
     face: Face
     who: str | None = None
-    """The person as the face knows them (a tracker's login), when it knows one:
-    shown in `Said.line`. The faces of today speak for the one local person."""
+    """The person as the face knows them (a tracker's login), or the program they
+    speak through (an MCP client's name, recorded in the provenance), when it
+    knows one: shown in `Said.line`."""
 
 
 @dataclass(frozen=True)
@@ -252,7 +255,7 @@ def slash(record: RunRecord, by: Provenance, text: str) -> Said:
 
 def queue(state_dir: Path, said: Said) -> Path:
     """Deliver `said` to a repository's inbox, its face as its provenance."""
-    return write_input(state_dir, said.item, said.by.face.source)
+    return write_input(state_dir, said.item, said.by.face.source, said.by.who)
 
 
 # --- the rules ----------------------------------------------------------------------

@@ -15,24 +15,38 @@ from soda.contracts import HumanInput
 from soda.human.parse import document, one_line
 
 WRITTEN_BY_SODA = re.compile(
-    r"^\d{8}T\d{12}Z-[a-z_]+-[0-9a-f]{6}(?:\.(?P<source>web|fleet))?\.json$"
+    r"^\d{8}T\d{12}Z-[a-z_]+-[0-9a-f]{6}"
+    r"(?:\.(?P<source>web|fleet|mcp)(?:\.(?P<who>[a-z0-9][a-z0-9_-]{0,39}))?)?\.json$"
 )
 """Names `write_input` gives its files (they arrive whole, by rename); a face
-other than the CLI adds its name before `.json` (`SOURCES`)."""
+other than the CLI adds its name before `.json` (`SOURCES`), and after it who
+spoke through it, when the face knows (an MCP client's name)."""
 
 INBOX = "inbox"
 """The provenance of what came through the inbox: a person's own file or a CLI command."""
-SOURCES = frozenset({"web", "fleet", "tracker"})
+SOURCES = frozenset({"web", "fleet", "tracker", "mcp"})
 """Faces that name themselves in their inputs' provenance (the `source` column):
 the web dashboard, `soda fleet` (its inputs written by the worker holding the run),
-and the forge's issue tracker (a writer's comment on an issue soda works on)."""
+the forge's issue tracker (a writer's comment on an issue soda works on) and
+`soda mcp serve` (a person's MCP client: `mcp:CLIENT`)."""
+
+_NOT_IN_NAME = re.compile(r"[^a-z0-9_-]+")
+
+
+def who_slug(who: str | None) -> str | None:
+    """`who` as it can appear in an inbox file's name (lower case, letters,
+    digits, `-` and `_`, at most 40), None when nothing of it is left."""
+    slug = _NOT_IN_NAME.sub("-", (who or "").lower()).strip("-_")[:40].strip("-_")
+    return slug or None
 
 
 def source_of(name: str) -> str:
-    """The provenance of inbox file `name`: the face `write_input` was told, else
-    `INBOX`."""
+    """The provenance of inbox file `name`: the face `write_input` was told
+    (`face:who` when it said who), else `INBOX`."""
     match = WRITTEN_BY_SODA.match(name)
-    return match["source"] if match and match["source"] else INBOX
+    if not match or not match["source"]:
+        return INBOX
+    return f"{match['source']}:{match['who']}" if match["who"] else match["source"]
 
 
 def inbox_dir(state_dir: Path) -> Path:
@@ -40,9 +54,12 @@ def inbox_dir(state_dir: Path) -> Path:
     return state_dir / "inbox"
 
 
-def write_input(state_dir: Path, item: HumanInput, source: str | None = None) -> Path:
+def write_input(
+    state_dir: Path, item: HumanInput, source: str | None = None, who: str | None = None
+) -> Path:
     """Drop `item` into the inbox atomically and return its path; `source` (one
-    of `SOURCES`, e.g. "web") is the face it came through, its recorded provenance.
+    of `SOURCES`, e.g. "web") is the face it came through, its recorded provenance,
+    with `who` (`who_slug`) after it when the face says who spoke.
 
     The temporary name starts with a dot, which ingest ignores, so a reader never
     sees half a file; works whether or not a daemon is running.
@@ -52,7 +69,8 @@ def write_input(state_dir: Path, item: HumanInput, source: str | None = None) ->
     inbox = inbox_dir(state_dir)
     inbox.mkdir(parents=True, exist_ok=True)
     stamp = datetime.now(UTC).strftime("%Y%m%dT%H%M%S%fZ")
-    face = f".{source}" if source else ""
+    slug = who_slug(who) if source else None
+    face = (f".{source}" if source else "") + (f".{slug}" if slug else "")
     name = f"{stamp}-{item.kind}-{secrets.token_hex(3)}{face}.json"
     temp = inbox / f".{name}.tmp"
     body = json.dumps(document(item), indent=2) + "\n"

@@ -46,6 +46,10 @@ JAIL_GIT = Path("/tmp/.soda-git")
 _URL_CREDENTIALS = re.compile(r"([A-Za-z][A-Za-z0-9+.-]*://)[^/@\s]+@")
 """The user-info part of a URL (`user:token@`), which is where tokens hide."""
 
+JAIL_MARK = "SODA_JAIL"
+"""Set (to "1") in every jailed command's environment, in either mode: what runs
+there is agent-run code, and `soda mcp serve` refuses to start under it."""
+
 _ALLOWED_ENV = ("PATH", "LANG", "LANGUAGE", "TERM", "TZ", "USER", "LOGNAME")
 
 
@@ -193,6 +197,7 @@ class Jail:
         }
         env.setdefault("PATH", "/usr/local/bin:/usr/bin:/bin")
         env.update({"HOME": str(self.home), "GIT_OPTIONAL_LOCKS": "0", **(extra or {})})
+        env[JAIL_MARK] = "1"
         return env
 
     def run(
@@ -214,7 +219,8 @@ class Jail:
         if self.mode == "none":
             if sealed:
                 raise ValueError("a sealed run needs the bwrap jail (see can_seal)")
-            return run(argv, worktree, timeout, scrubbed_env(extra_env), output_limit)
+            env = scrubbed_env({**(extra_env or {}), JAIL_MARK: "1"})
+            return run(argv, worktree, timeout, env, output_limit)
         with self.wrapper(worktree, writable, sealed) as prefix:
             result = run(
                 [*prefix, *argv], worktree, timeout, self.environment(extra_env), output_limit
