@@ -57,16 +57,17 @@ def serve(ctx: typer.Context) -> None:
     Example: soda -C ~/src/project mcp serve
     """
     from soda.errors import InputError
+    from soda.mcp.guard import check_state, refuse_in_jail
 
+    refuse_in_jail()
     try:
         from soda.mcp.server import Served, serve
     except ImportError as exc:
         raise InputError(f"soda mcp needs its extra ({exc.name} is missing): {MCP_EXTRA}") from None
-    from soda.mcp.guard import check_may_serve
     from soda.repo.milestone import milestone_name
 
     project = project_of(ctx)
-    check_may_serve(project.config)
+    check_state(project.config)
     served = Served(
         project.config, project.db, milestone_name(project.config), mcp_reports(project)
     )

@@ -41,11 +41,17 @@ def in_jail(environ: dict[str, str] | None = None, proc: Path = Path("/proc")) -
     return "its PID namespace is bubblewrap's" if first == "bwrap" else None
 
 
-def check_may_serve(config: Config) -> None:
-    """Raise InputError unless this process may serve `config`'s repository."""
+def refuse_in_jail() -> None:
+    """Raise InputError if this process looks jailed: checked before anything
+    else (even soda.toml) is read."""
     reason = in_jail()
     if reason is not None:
         raise InputError(f"{REFUSED} ({reason}): only the person speaks for the person")
+
+
+def check_state(config: Config) -> None:
+    """Raise InputError unless `config`'s state directory is one soda made
+    (its database) and this process can write its inbox."""
     if not config.db_path.is_file():
         raise InputError(
             f"no soda database at {config.db_path}: run `soda init` (and soda) in"
