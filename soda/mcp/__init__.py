@@ -3,13 +3,13 @@ person's MCP client (Claude Code, Codex, an editor) reads what soda does on
 one repository and says what the person says: corrections, answers, verdicts
 on a waiting plan or merge, pause, resume, stop.
 
-Rooms it may import (its row in `soda.LAYERS`): system, contracts, store,
-events, trace, human, config, errors (the web dashboard's row). The CLI hands
-in its own reports (`server.Reports`), as it does to the dashboard. Nothing
-else imports the MCP SDK (the optional `[mcp]` extra).
+The CLI hands in its own reports (`server.Reports`), as it does to the
+dashboard. Nothing else imports the MCP SDK (the optional `[mcp]` extra).
 
     guard.py    who may serve: never inside soda's jail, only a state directory
                 soda made and this process can write
     server.py   the tools (typed; a refusal is a tool error naming what is wrong)
                 and the stdio server
+
+May import: config, contracts, errors, events, human, store, system, trace.
 """

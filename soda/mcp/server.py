@@ -160,7 +160,7 @@ def build(served: Served) -> MCPServer[Any]:
     def tell(
         text: str,
         ctx: Context[Any, Any],
-        kind: Literal["correction", "spec_change", "override"] = "correction",
+        kind: str | None = None,
         mode: Literal["replace", "amend"] | None = None,
         action: Literal["skip", "prioritise", "reopen", "close", "constraint"] | None = None,
         task_id: int | None = None,
