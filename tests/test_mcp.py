@@ -134,7 +134,7 @@ def test_a_bad_argument_is_a_tool_error_naming_it(tmp_path: Path) -> None:
     talk(root, conversation)
     assert "iteration" in said["type"]
     assert "no iteration 99" in said["none"]
-    assert "kind" in said["kind"]
+    assert "cannot tell soda a 'gossip'" in said["kind"]
     assert "empty" in said["empty"]
     assert "limit" in said["limit"]
     assert "4" in said["show"]
