@@ -14,6 +14,8 @@ With `sandbox.mode = "bwrap"` a command runs under bubblewrap:
 - its own PID, network, IPC and UTS namespaces, no capabilities, an environment
   built from an allowlist (never a credential: bwrap itself is started with
   that environment, so not even `/proc/1/environ` holds more);
+- the marker `SODA_JAIL=1` in that environment (also with mode "none"): what
+  runs there is agent-run code, and `soda mcp serve` refuses to start under it;
 - every process it started dies with it: bwrap's PID 1 takes the namespace down
   when the command ends, and `--die-with-parent` when soda dies.
 
