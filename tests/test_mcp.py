@@ -95,6 +95,9 @@ def test_a_person_reads_tells_is_refused_approves_and_reads_history(tmp_path: Pa
         await anyio.to_thread.run_sync(loop.finish)
         seen["history"] = await ok(session, "history", limit=5)
         seen["events"] = await ok(session, "events", since=0, kind="approval", limit=50)
+        first = await ok(session, "events", since=0, kind="approval", limit=1)
+        rest = await ok(session, "events", since=first["last_id"], kind="approval")
+        seen["paged"] = [e["kind"] for e in first["events"] + rest["events"]]
 
     talk(root, conversation)
     waiting = json.dumps(seen["status"])
@@ -109,6 +112,7 @@ def test_a_person_reads_tells_is_refused_approves_and_reads_history(tmp_path: Pa
     assert numbers == [1], seen["history"]
     kinds = [event["kind"] for event in seen["events"]["events"]]
     assert kinds == ["approval.waiting", "approval.verdict"], kinds
+    assert seen["paged"] == kinds  # asked again from last_id, nothing missed or repeated
     got = {kind: source for kind, source, _ in inputs(root)}
     assert got.get("approve") == f"mcp:{CLIENT}", got
     assert got.get("correction") == f"mcp:{CLIENT}", got

@@ -145,7 +145,7 @@ def build(served: Served) -> MCPServer[Any]:
             raise ToolError(f"since: {since} is not an event id (0 or more)")
         if not 1 <= limit <= MAX_EVENTS:
             raise ToolError(f"limit: {limit} is out of range (1 to {MAX_EVENTS})")
-        rows = event_rows.after(served.db, since, kind)[:limit]
+        rows = event_rows.after(served.db, since, kind, limit)
         last = rows[-1][0] if rows else since
         return {"events": [event_rows.as_record(row) for row in rows], "last_id": last}
 

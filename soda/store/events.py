@@ -72,11 +72,12 @@ def latest(db: Database, kind_prefix: str | None, limit: int) -> list[EventRow]:
     return rows[::-1]
 
 
-def after(db: Database, last_id: int, kind_prefix: str | None) -> list[EventRow]:
-    """Every event newer than id `last_id` (of kinds under `kind_prefix`), in order."""
+def after(db: Database, last_id: int, kind_prefix: str | None, limit: int = -1) -> list[EventRow]:
+    """Every event newer than id `last_id` (of kinds under `kind_prefix`), in
+    order; the first `limit` of them (-1: all)."""
     where, args = _kind_filter(kind_prefix)
     return db.execute(
-        f"{_SELECT} WHERE e.id > ? AND {where} ORDER BY e.id", [last_id, *args]
+        f"{_SELECT} WHERE e.id > ? AND {where} ORDER BY e.id LIMIT ?", [last_id, *args, limit]
     ).fetchall()
 
 
