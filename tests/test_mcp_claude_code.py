@@ -110,5 +110,4 @@ def test_claude_code_supervises_soda_through_mcp(tmp_path: Path) -> None:
     rows = db.execute("SELECT kind, source FROM human_inputs ORDER BY id").fetchall()
     sources = {kind: source for kind, source in rows}
     assert set(sources) == {"correction", "approve"}, rows
-    assert all(s.startswith("mcp:") and len(s) > len("mcp:") for s in sources.values()), rows
-    assert "claude" in sources["approve"], rows
+    assert set(sources.values()) == {"mcp:claude-code"}, rows  # the name from its handshake
