@@ -194,3 +194,26 @@ def soda_env(root: Path, env: dict[str, str], *args: str) -> Any:
 def test_help_names_the_command(tmp_path: Path) -> None:
     done = soda("mcp", "serve", "--help", cwd=tmp_path)
     assert done.returncode == 0 and "claude mcp add" in done.stdout
+
+
+@pytest.mark.parametrize(
+    ("client", "source"),
+    [
+        ("claude-code", "mcp:claude-code"),
+        ("Visual Studio Code", "mcp:visual-studio-code"),
+        ("../../etc/passwd", "mcp:etc-passwd"),
+        ("🙂", "mcp"),
+        (None, "mcp"),
+    ],
+)
+def test_the_clients_name_is_kept_as_a_safe_file_name(
+    tmp_path: Path, client: str | None, source: str
+) -> None:
+    from soda.human import commands
+    from soda.human.commands import Face, Provenance
+    from soda.human.write import source_of
+
+    said = commands.tell(Provenance(Face.MCP, client), "hello")
+    path = commands.queue(tmp_path, said)
+    assert path.parent == tmp_path / "inbox"
+    assert source_of(path.name) == source
