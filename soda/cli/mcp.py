@@ -21,7 +21,10 @@ MCP_EXTRA = "pip install 'soda-daemon[mcp]'"
 
 mcp = typer.Typer(
     name="mcp",
-    help="soda over the Model Context Protocol: `soda mcp serve` for your MCP client.",
+    help=(
+        "soda over the Model Context Protocol: `soda mcp serve` for your MCP client."
+        "\n\nExample: claude mcp add soda -- soda -C ~/code/app mcp serve"
+    ),
     no_args_is_help=True,
 )
 app.add_typer(mcp, name="mcp")
