@@ -36,6 +36,7 @@ from tests.plan_fakes import (
 )
 from tests.test_claims_text import claims_of
 
+RULES = "Test command: `python -m pytest -q`."
 MAP_LINES = [f"src/module_{n}.py: def function_{n}(a, b), class Thing{n}" for n in range(300)]
 LESSON = "a lesson about the calculator module, its tests and how they are run, "
 
@@ -93,14 +94,24 @@ def shrunk_events(db: Database) -> list[dict[str, Any]]:
 
 def test_inputs_that_fit_are_left_alone(db: Database, claims: Claims, tools: Toolbox) -> None:
     verifier = load_agent("verifier")
-    inputs = {"spec": "# Spec", "claims": claims, "repo_map": "\n".join(MAP_LINES)}
+    inputs = {
+        "spec": "# Spec",
+        "tests_and_merges": RULES,
+        "claims": claims,
+        "repo_map": "\n".join(MAP_LINES),
+    }
     assert fit_inputs(runner(db, 200_000), verifier, inputs, tools) is inputs
     assert shrunk_events(db) == []
 
 
 def test_the_repository_map_goes_first(db: Database, claims: Claims, tools: Toolbox) -> None:
     verifier = load_agent("verifier")
-    inputs = {"spec": "# Spec", "claims": claims, "repo_map": "\n".join(MAP_LINES)}
+    inputs = {
+        "spec": "# Spec",
+        "tests_and_merges": RULES,
+        "claims": claims,
+        "repo_map": "\n".join(MAP_LINES),
+    }
     half = "\n".join(MAP_LINES[:150])
     note = ("the repository map (in part)",)
     window = needed(
@@ -118,7 +129,7 @@ def test_the_repository_map_goes_first(db: Database, claims: Claims, tools: Tool
     assert list(fitted) == list(inputs)  # names and order as they were
     # What lasts of the claims is as it would be without the note (still cached).
     whole = first_message(verifier, {**inputs, "repo_map": half})
-    assert whole.cache_breaks == message.cache_breaks and len(message.cache_breaks) == 3
+    assert whole.cache_breaks == message.cache_breaks and len(message.cache_breaks) == 4
     assert whole.text[: whole.cache_breaks[-1]] == message.text[: message.cache_breaks[-1]]
     assert shrunk_events(db) == [
         {
@@ -155,7 +166,12 @@ def test_the_planners_map_loses_its_last_lines_and_keeps_its_count(
 
 def test_the_learnings_go_before_the_history(db: Database, claims: Claims, tools: Toolbox) -> None:
     verifier = load_agent("verifier")
-    inputs = {"spec": "# Spec", "claims": claims, "repo_map": "\n".join(MAP_LINES)}
+    inputs = {
+        "spec": "# Spec",
+        "tests_and_merges": RULES,
+        "claims": claims,
+        "repo_map": "\n".join(MAP_LINES),
+    }
     without = claims.model_copy(
         update={"project": claims.project.model_copy(update={"learnings": []})}
     )
@@ -177,7 +193,12 @@ def test_what_cannot_fit_is_cut_in_order_then_refused(
     db: Database, claims: Claims, tools: Toolbox
 ) -> None:
     verifier = load_agent("verifier")
-    inputs = {"spec": "# Spec", "claims": claims, "repo_map": "\n".join(MAP_LINES)}
+    inputs = {
+        "spec": "# Spec",
+        "tests_and_merges": RULES,
+        "claims": claims,
+        "repo_map": "\n".join(MAP_LINES),
+    }
     small = runner(db, 2048)
     fitted = fit_inputs(small, verifier, inputs, tools)
     [event] = shrunk_events(db)

@@ -10,6 +10,7 @@ on a young one, the planner's map included when no file it shows changed."""
 
 from __future__ import annotations
 
+import json
 from dataclasses import replace
 from pathlib import Path
 from typing import Any
@@ -19,7 +20,7 @@ from git import Repo
 
 from soda.agent.definition import first_message, load_agent, terminal_tools
 from soda.config import ModelConfig
-from soda.llm.anthropic import AnthropicModel
+from soda.llm.anthropic import AnthropicModel, wire_tools
 from soda.llm.base import (
     Message,
     ModelRequest,
@@ -46,6 +47,8 @@ pytest_plugins = ("tests.fakeapi",)
 EPHEMERAL = {"type": "ephemeral"}
 READ_FILE = ToolSpec("read_file", "Read a file.", {"type": "object", "properties": {}})
 SPEC = "# Calculator\n\n" + "The calculator must subtract and divide. " * 200
+RULES = "Test command: `python -m pytest -q`."
+"""The verifier's `tests_and_merges` (the text itself is `soda.loop.rules_text`'s)."""
 
 
 @pytest.fixture(autouse=True)
@@ -92,22 +95,30 @@ def test_claims_come_after_the_spec_and_the_stable_part_is_marked(
     claims = sense(inp)
     model = AnthropicModel(ModelConfig(base_url=fake_api.url), ignore_event)
     fake_api.enqueue(tool_use_response("submit", {"x": 1}))
-    model.complete(verifier_request({"spec": SPEC, "claims": claims}))
+    model.complete(verifier_request({"spec": SPEC, "tests_and_merges": RULES, "claims": claims}))
     body = fake_api.requests[0].body
-    stable, volatile = body["messages"][0]["content"]
+    stable, rules, volatile = body["messages"][0]["content"]
     assert stable["text"].startswith("## Spec") and SPEC.strip() in stable["text"]
-    assert stable["cache_control"] == EPHEMERAL
+    assert rules["text"] == f"## Tests And Merges\n\n{RULES}\n\n"
+    assert stable["cache_control"] == rules["cache_control"] == EPHEMERAL
     assert volatile["text"].startswith("## Claims") and volatile["cache_control"] == EPHEMERAL
     # No volatile value in the stable part: no SHA, no iteration counter.
     assert claims.code.head[:10] not in stable["text"] and "iteration 1" not in stable["text"]
     assert claims.code.head[:10] in volatile["text"]
     assert claims.code.head not in volatile["text"]  # short SHAs only
-    assert markers(body) == ["tools", "system", "message 0 block 0", "message 0 block 1"]
+    assert markers(body) == [
+        "system",
+        "message 0 block 0",
+        "message 0 block 1",
+        "message 0 block 2",
+    ]
 
 
 def test_a_tool_loop_moves_the_rolling_marker_and_stays_within_four(fake_api: FakeAPI) -> None:
     model = AnthropicModel(ModelConfig(base_url=fake_api.url), ignore_event)
-    first = first_message(load_agent("verifier"), {"spec": SPEC, "claims": {"head": "abc"}})
+    first = first_message(
+        load_agent("verifier"), {"spec": SPEC, "tests_and_merges": RULES, "claims": {"head": "abc"}}
+    )
     conversation = [first]
     for n in range(3):
         call = ToolCall(f"toolu_{n}", "submit", {"x": n})
@@ -118,7 +129,12 @@ def test_a_tool_loop_moves_the_rolling_marker_and_stays_within_four(fake_api: Fa
     fake_api.enqueue(tool_use_response("submit", {"x": 1}))
     model.complete(verifier_request({}, conversation))
     body = fake_api.requests[0].body
-    assert markers(body) == ["tools", "system", "message 0 block 0", "message 6 block 0"]
+    assert markers(body) == [
+        "system",
+        "message 0 block 0",
+        "message 0 block 1",
+        "message 6 block 0",
+    ]
 
 
 def test_with_three_lasting_parts_the_system_and_tools_give_up_their_markers(
@@ -168,6 +184,39 @@ def test_more_lasting_parts_than_markers_the_shortest_shares_the_next_ones(
     assert markers(body) == [f"message 0 block {n}" for n in range(4)]
 
 
+def test_a_break_short_of_the_models_shortest_cacheable_prefix_gives_its_marker_on(
+    fake_api: FakeAPI,
+) -> None:
+    """Claude Haiku 4.5 caches prefixes of 4,096 tokens or more: a spec that ends
+    before that caches nothing on its own, so its marker goes to the next part
+    (the rules after it), and the next request reads spec and rules back."""
+    fake_api.simulate_cache = True
+    model = AnthropicModel(ModelConfig(base_url=fake_api.url), ignore_event)
+    request = verifier_request({}, [Message("user", "x")])
+    head = len(request.system) + len(json.dumps(wire_tools(request.tools)))
+    spec = "S" * (4096 * CHARS_PER_TOKEN - head - 2000)  # 500 tokens short
+    text = spec + "R" * 4000 + "L" * 400 + "T" * 400
+    breaks = (len(spec), len(spec) + 4000, len(spec) + 4400, len(spec) + 4800)
+    sent = []
+    for changing in ("C1", "C2"):
+        first = Message("user", text + changing, cache_breaks=breaks)
+        haiku = replace(request, model="claude-haiku-4-5", messages=[first])
+        fake_api.enqueue(tool_use_response("submit", {"x": 1}))
+        sent.append(model.complete(haiku).usage)
+    body = fake_api.requests[-1].body
+    assert first_blocks(body) == [spec + "R" * 4000, "L" * 400, "T" * 400, "C2"]
+    assert sent[1].cache_read_tokens == prefix_tokens(body, 2) > 4096
+    # On Sonnet (1,024 tokens) the spec keeps its own marker; the shortest part shares.
+    fake_api.enqueue(tool_use_response("submit", {"x": 1}))
+    model.complete(replace(request, messages=[first]))
+    assert first_blocks(fake_api.requests[-1].body) == [
+        spec,
+        "R" * 4000,
+        "L" * 400 + "T" * 400,
+        "C2",
+    ]
+
+
 def test_the_next_iteration_reads_the_stable_part_from_the_cache(
     repo: Path, tmp_path: Path, fake_api: FakeAPI
 ) -> None:
@@ -178,7 +227,11 @@ def test_the_next_iteration_reads_the_stable_part_from_the_cache(
     for number in (1, 2):
         claims = sense(inp.__class__(**{**inp.__dict__, "iteration": number}))
         fake_api.enqueue(tool_use_response("submit", {"x": 1}))
-        usages.append(model.complete(verifier_request({"spec": SPEC, "claims": claims})).usage)
+        usages.append(
+            model.complete(
+                verifier_request({"spec": SPEC, "tests_and_merges": RULES, "claims": claims})
+            ).usage
+        )
     first, second = usages
     assert first.cache_read_tokens == 0 and first.cache_creation_tokens > 0
     # The second iteration's claims differ (the iteration number), the rest is read.
@@ -334,6 +387,10 @@ def test_a_mature_history_reads_what_lasts_from_the_cache_in_the_next_iteration(
             standing = claims
         else:
             learned, standing = middle
+            if name == "verifier":  # tests and merges, short, shares the learnings' marker
+                rules, learned = learned.split("## Claims", 1)
+                assert rules.startswith("## Tests And Merges\n\nTest command: `python -m pytest")
+                learned = "## Claims" + learned
             assert learned.startswith("## Claims\n\n### learnings")
             assert standing.startswith("### tasks (Trace)\nroot (the spec): #1 Calculator")
             assert changing.startswith("## Claims (continued)\n\n### tasks (Trace), lately\n")

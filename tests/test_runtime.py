@@ -251,7 +251,9 @@ def test_each_run_is_framed_by_agent_start_and_agent_end(setup) -> None:
     executor_inputs = {name: "-" for name in load_agent("executor").inputs}
     runner.run(load_agent("executor"), executor_inputs, None)
     with pytest.raises(ContractViolation):
-        runner.run(load_agent("verifier"), {"spec": "s", "claims": {}}, Echo())
+        runner.run(
+            load_agent("verifier"), {"spec": "s", "tests_and_merges": "", "claims": {}}, Echo()
+        )
     assert agent_events(db) == [
         ("agent.start", {"agent": "assessor", "tier": "strong", "model": "big"}),
         ("agent.end", {"agent": "assessor", "turns": 2, "outcome": "answered"}),

@@ -180,7 +180,7 @@ def test_thinking_is_for_the_strong_tier_and_off_by_default(
     }
     fake_api.enqueue(tool_use_response("submit", verification))
     fast = anthropic(db, fake_api, thinking=2048, fast="claude-haiku-4-5")
-    fast.run(load_agent("verifier"), {"spec": "# S", "claims": {}}, Echo())
+    fast.run(load_agent("verifier"), {"spec": "# S", "tests_and_merges": "", "claims": {}}, Echo())
     fake_api.enqueue(tool_use_response("submit", ASSESSMENT))
     anthropic(db, fake_api).run(load_agent("assessor"), ASSESSOR_INPUTS, Echo())
     assert ["thinking" in body for body in bodies(fake_api)] == [False, False]

@@ -127,7 +127,9 @@ def test_an_answer_for_another_contract_is_a_violation(runner_for) -> None:
     model = FunctionModel(lambda request: submit(ASSESSMENT))
     with pytest.raises(ContractViolation) as info:
         runner_for(model).run(
-            load_agent("verifier", Verification), {"spec": "# S", "claims": {}}, None
+            load_agent("verifier", Verification),
+            {"spec": "# S", "tests_and_merges": "", "claims": {}},
+            None,
         )
     assert info.value.violation.contract == "verification"
 

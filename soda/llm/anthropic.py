@@ -38,6 +38,7 @@ from soda.llm.base import (
     ToolCall,
     ToolSpec,
     Usage,
+    cacheable_breaks,
     fewest_breaks,
     has_lone_surrogates,
 )
@@ -184,7 +185,9 @@ def build_params(request: ModelRequest, json_mode: bool) -> dict[str, Any]:
     parts (`Message.cache_breaks`) and the latest turn carry cache markers (see
     `wire_messages`), then the system prompt and the last tool while the API's
     limit of MAX_MARKERS allows."""
-    messages = wire_messages(request.messages, json_mode)
+    tools = [] if json_mode else wire_tools(request.tools)
+    head = len(json.dumps([request.system, tools]))
+    messages = wire_messages(request.messages, json_mode, (head, request.model))
     params: dict[str, Any] = {"model": request.model, "max_tokens": request.max_tokens}
     params["messages"] = messages
     spare = MAX_MARKERS - sum("cache_control" in b for m in messages for b in m["content"])
@@ -234,14 +237,18 @@ def wire_tools(tools: list[ToolSpec], marked: bool = True) -> list[dict[str, Any
     return wire
 
 
-def wire_messages(messages: list[Message], json_mode: bool) -> list[dict[str, Any]]:
+def wire_messages(
+    messages: list[Message], json_mode: bool, head: tuple[int, str] = (0, "")
+) -> list[dict[str, Any]]:
     """The conversation with cache breakpoints at the end of the first user
     message's parts (`Message.cache_breaks`, MAX_MARKERS - 1 at most, see
     `fewest_breaks`: the spec, the repository map, then what lasts of the claims;
     the whole message when it names no parts), and on the latest turn's last
     block (a rolling marker: each turn of a tool loop reads everything before it
     from the cache, the previous turn wrote it). `build_params` gives the system
-    prompt and the tools any marker left."""
+    prompt and the tools any marker left. `head`: the characters of tools and
+    system prompt before the messages, and the model, whose shortest cacheable
+    prefix drops the breaks before it (`cacheable_breaks`)."""
     wire: list[dict[str, Any]] = [
         {"role": m.role, "content": content_blocks(m, json_mode)} for m in messages
     ]
@@ -251,6 +258,7 @@ def wire_messages(messages: list[Message], json_mode: bool) -> list[dict[str, An
     if first is not None:
         message, blocks = messages[first], wire[first]["content"]
         breaks = [n for n in message.cache_breaks if 0 < n < len(message.text)]
+        breaks = cacheable_breaks(breaks, message.text, *head) if first == 0 else breaks
         if breaks:
             _split_parts(blocks, message, fewest_breaks(breaks, MAX_MARKERS - 1))
         else:

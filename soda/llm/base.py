@@ -17,6 +17,7 @@ What to do about a truncated answer, a long prompt or a slip is the runtime's ca
 
 from __future__ import annotations
 
+import json
 import re
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
@@ -79,6 +80,37 @@ class Message:
     """An assistant turn's extended-thinking blocks, exactly as the provider gave
     them (signatures included): the API wants them back, unchanged, with the
     turn's tool calls. Opaque to everyone but the provider that made them."""
+
+
+MIN_CACHEABLE_TOKENS: tuple[tuple[str, int], ...] = (
+    ("claude-haiku-4-5", 4096),
+    ("claude-opus-4-5", 4096),
+    ("claude-opus-4-6", 4096),
+    ("claude-opus-4-7", 4096),
+    ("claude-3-5-haiku", 2048),
+    ("claude-3-haiku", 2048),
+    ("claude-", 1024),
+)
+"""The shortest prompt prefix a model's cache keeps, in tokens, by model-id
+prefix (first match wins), as Anthropic documents them. Unknown models: 0."""
+PREFIX_CHARS_PER_TOKEN = 4
+"""Characters per token when a prefix's length is estimated before sending."""
+
+
+def min_cacheable(model: str) -> int:
+    """The model's shortest cacheable prefix in tokens (0 when soda does not know it)."""
+    return next((n for prefix, n in MIN_CACHEABLE_TOKENS if model.startswith(prefix)), 0)
+
+
+def cacheable_breaks(breaks: list[int], text: str, head_chars: int, model: str) -> list[int]:
+    """The `breaks` of a first message's `text` whose prefix reaches the model's
+    shortest cacheable prefix: `head_chars` (the JSON of the tools and system
+    prompt sent before it), then the text up to the break as JSON, estimated at
+    PREFIX_CHARS_PER_TOKEN. A marker on a shorter prefix caches nothing: it is
+    left for a later part (on Claude Haiku 4.5, 4,096 tokens, a short spec and
+    the rules after it may reach that only together)."""
+    floor = min_cacheable(model) * PREFIX_CHARS_PER_TOKEN - head_chars
+    return [n for n in breaks if floor <= 0 or len(json.dumps(text[:n])) >= floor]
 
 
 def fewest_breaks(breaks: list[int], limit: int) -> list[int]:

@@ -144,7 +144,12 @@ def _split(
     ask_human), then the planner's; `for_planner`: the planner's own inputs,
     and its repository map (made when the planner runs)."""
     checking, planning_tools = tools
-    verification = _run(it, load_agent("verifier", Verification), inputs, checking).value
+    # The verifier is told the test command and the gate's rules, as it judges
+    # claims of tested and merged work by them (and on a model whose shortest
+    # cacheable prefix is 4,096 tokens, the stable text puts its prefix past it).
+    rules = {"tests_and_merges": tests_and_merges(session.config, "verifier")}
+    verifier = load_agent("verifier", Verification)
+    verification = _run(it, verifier, {**inputs, **rules}, checking).value
     inputs = {**inputs, "verification": verification}
     assessment = _run(it, load_agent("assessor", Assessment), inputs, checking).value
     if assessment.spec_satisfied is True:

@@ -19,8 +19,9 @@ from soda.config import RISK_LEVELS, Config
 from soda.gate.rules import held_changes
 from soda.tools.tests import SELECTOR_RULE, selected_command
 
-Role = Literal["planner", "executor"]
-"""`planner`: the planner and the orienter; `executor`: the executor."""
+Role = Literal["planner", "executor", "verifier"]
+"""`planner`: the planner and the orienter; `executor`: the executor;
+`verifier`: the verifier, which judges claims of tested and merged work by them."""
 
 EXAMPLE_SELECTOR = "tests/test_x.py::test_name"
 
@@ -34,6 +35,13 @@ def tests_and_merges(config: Config, role: Role) -> str:
             f"Run it with your `run_tests` tool, in your worktree: `selector` narrows it to "
             f'one file or test, e.g. selector "{EXAMPLE_SELECTOR}" runs `{example}` '
             f'({SELECTOR_RULE}); selector "" runs the whole suite.'
+        )
+    elif role == "verifier":
+        how = (
+            "Your `run_tests` tool runs it on the milestone tip (once per tree: asking again "
+            f"costs nothing); its `selector` narrows it to one file or test (e.g. selector "
+            f'"{EXAMPLE_SELECTOR}" runs `{example}`). A task is done only when the tests '
+            "that show it pass there, whatever a commit message or a task comment says."
         )
     else:
         how = (

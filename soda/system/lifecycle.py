@@ -18,6 +18,7 @@
 
 from __future__ import annotations
 
+import atexit
 import contextlib
 import json
 import os
@@ -167,9 +168,19 @@ def stop_signals(stop_soon: Callable[[], None]) -> Iterator[None]:
         if received:  # on its way out: a later signal kills what runs, never a traceback
             for sig in previous:
                 signal.signal(sig, lambda signum, frame: proc.kill_live())
+            # Python's own shutdown puts back the default handlers, which would
+            # end the process by the signal (exit -2) after its record was made.
+            atexit.register(_ignore_stop_signals)
         else:
             for sig, old in previous.items():
                 signal.signal(sig, old)
+
+
+def _ignore_stop_signals() -> None:
+    """At exit after a stop: later SIGTERMs and SIGINTs are ignored (soda's own
+    exit code stands)."""
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        signal.signal(sig, signal.SIG_IGN)
 
 
 def _write_atomically(path: Path, text: str) -> None:
