@@ -6,7 +6,8 @@ that walks the same three steps. Both read the milestone branch through the
 pool's clean checkout of its tip (`Checkouts.view`) with read-only tools, and both end in one
 `Orientation`. The agents that plan (planner, orienter) are also told the
 test command, the changes the gate holds for a person and the approval
-threshold (`tests_and_merges`), are given the repository map of the tip
+threshold (`tests_and_merges`; the verifier is told them too, as it judges
+claims of tested and merged work by them), are given the repository map of the tip
 (`repo_map`, see `soda.tools.treemap`; made only when such an agent runs), and
 may ask the person (`ask_human`, which ends ORIENT); the verifier and the
 assessor may not ask. A plan that passes its schema but not the semantic checks

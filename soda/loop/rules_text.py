@@ -1,5 +1,5 @@
-"""What the agents that plan or change code are told about the tests and the
-merge, rendered from the configuration in force (never written into a prompt
+"""What the agents that plan, change or verify code are told about the tests and
+the merge, rendered from the configuration in force (never written into a prompt
 by hand, where it would go stale): the exact test command and how to run one
 test with it, the changes the gate holds for a person (`soda.gate.rules`), how
 long a held change waits, and the plan approval threshold.
