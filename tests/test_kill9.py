@@ -35,7 +35,7 @@ from tests.test_wakes import NO_WORK, NOT_MET, VERIFIED
 SEED = 20261123
 """The kill points are random but reproducible: a failure names its round and point."""
 ROUNDS = 12
-TIME_BUDGET_S = 30.0
+TIME_BUDGET_S = 15.0
 """Rounds start while the test has run less than this (at least MIN_ROUNDS)."""
 MIN_ROUNDS = 3
 LAST_KILL_EVENT = 33
