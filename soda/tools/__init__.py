@@ -56,7 +56,8 @@ def read_only_tools(
             *repo_map_tools(sandbox, repo_map_tokens),
             *git_tools(sandbox, repo, output_limit),
             *(test_tools(*tests) if tests else []),
-        ]
+        ],
+        root=sandbox.root,
     )
 
 
