@@ -26,9 +26,9 @@ INJECTED = (
 )
 
 
-def tool(name: str, description: str, **properties: str) -> dict[str, Any]:
+def tool(tool_name: str, description: str, **properties: str) -> dict[str, Any]:
     return {
-        "name": name,
+        "name": tool_name,
         "description": description,
         "inputSchema": {
             "type": "object",

@@ -162,7 +162,7 @@ class Servers:
             running.session = None
 
     def _failed(self, running: Running, why: str) -> McpServerFailed:
-        self._stop(running)
+        self._stop(running, keep_stderr=True)
         tail = _tail(running.stderr)
         return McpServerFailed(
             f"mcp.servers.{running.name}: the server did not start for agent {self.agent}"
@@ -247,12 +247,12 @@ class Servers:
         if not self.thread.is_alive():
             self.loop.close()
 
-    def _stop(self, running: Running) -> None:
+    def _stop(self, running: Running, keep_stderr: bool = False) -> None:
         if not self.loop.is_closed():
             self.loop.call_soon_threadsafe(running.stop.set)
         with contextlib.suppress(Exception):
             running.done.result(timeout=STOP_SECONDS)
-        if running.stderr is not None:
+        if running.stderr is not None and not keep_stderr:
             running.stderr.close()
             running.stderr = None
 
@@ -290,6 +290,20 @@ def open_servers(
     if not configured:
         yield None
         return
+    with started(configured, jail, agent, root, emit, sealed) as servers:
+        yield servers
+
+
+@contextlib.contextmanager
+def started(
+    configured: dict[str, McpServer],
+    jail: Jail,
+    agent: str,
+    root: Path,
+    emit: Emit,
+    sealed: bool = False,
+) -> Iterator[Servers]:
+    """The `configured` servers, started for `agent` (see `open_servers`)."""
     missing = sdk_missing()
     if missing is not None:
         raise McpServerFailed(f"mcp.servers: {', '.join(configured)} configured, but {missing}")
@@ -303,8 +317,7 @@ def open_servers(
                 else:
                     argv = stack.enter_context(jail.wrapper(root, sealed=sealed))
                     env = jail.environment(secrets_)
-                argv = [*argv, server.command, *server.args]
-                servers.start(name, server, argv, env, root)
+                servers.start(name, server, [*argv, server.command, *server.args], env, root)
             yield servers
     finally:
         servers.close()
