@@ -59,7 +59,10 @@ def call(name: str, args: dict[str, Any]) -> tuple[str, bool]:
         if name == "fetch":
             with socket.create_connection(("127.0.0.1", int(args["port"])), timeout=3) as conn:
                 conn.sendall(b"GET / HTTP/1.0\r\n\r\n")
-                return conn.recv(4096).decode("utf-8", "replace"), False
+                said = b""
+                while chunk := conn.recv(4096):
+                    said += chunk
+                return said.decode("utf-8", "replace"), False
         if name == "flood":
             return "x" * int(args["chars"]), False
         if name == "spawn":

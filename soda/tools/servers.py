@@ -28,6 +28,7 @@ import contextlib
 import importlib.metadata
 import os
 import secrets
+import signal
 import tempfile
 import threading
 import time
@@ -235,13 +236,18 @@ class Servers:
         return sorted(set(found))
 
     def close(self) -> None:
-        """Stop every server, then the loop; raise nothing."""
+        """Stop every server, then the loop; return once nothing of them is left
+        (by PID: what outlives the SDK's escalation is killed); raise nothing."""
+        tree = self.pids()
         for running in self.running:
             self._stop(running)
             self.emit("mcp.end", {"server": running.name, "agent": self.agent})
-        for pid in self.pids():  # what outlived the SDK's escalation (none, so far)
-            with contextlib.suppress(OSError):
-                os.kill(pid, 9)
+        deadline = time.monotonic() + STOP_SECONDS
+        while any(_alive(pid) for pid in tree) and time.monotonic() < deadline:
+            for pid in self.pids():  # still carrying a server's mark: still its
+                with contextlib.suppress(OSError):
+                    os.kill(pid, signal.SIGKILL)
+            time.sleep(0.02)
         self.loop.call_soon_threadsafe(self.loop.stop)
         self.thread.join(timeout=STOP_SECONDS)
         if not self.thread.is_alive():
@@ -342,6 +348,15 @@ def _version() -> str:
         return importlib.metadata.version("soda-daemon")
     except importlib.metadata.PackageNotFoundError:
         return "0"
+
+
+def _alive(pid: int) -> bool:
+    """Whether `pid` still runs (a zombie waiting for its reaper does not)."""
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text(errors="replace")
+    except OSError:
+        return False
+    return stat.rsplit(")", 1)[-1].split()[:1] != ["Z"]
 
 
 def _has_token(pid: int, token: str) -> bool:
