@@ -358,3 +358,53 @@ def _refused(call_it: Any) -> str:
     with pytest.raises(ToolError) as refused:
         call_it()
     return str(refused.value)
+
+
+def test_a_cli_executor_gets_the_servers_through_soda_filter(tmp_path: Path) -> None:
+    import subprocess
+    import tomllib
+
+    from soda.agent.backends import mcp_filter
+    from soda.agent.backends.claude_code import CLAUDE_CODE
+    from soda.agent.backends.codex import CODEX
+    from soda.agent.backends.run import cli_servers
+    from soda.tools.offered import framed
+
+    assert mcp_filter.framed("s", "t", "x " * 500) == framed("s", "t", "x " * 500)
+    config = config_with(probe(agents=["executor"]), context=ContextConfig(tool_result_chars=2000))
+    servers, secrets = cli_servers(config, tmp_path)
+    assert secrets == {"PROBE_SECRET": SECRET} and servers["probe"].env == ["PROBE_SECRET"]
+    claude = CLAUDE_CODE.mcp_options(servers, tmp_path)
+    assert claude == ["--mcp-config", str(tmp_path / "mcp.json")]
+    described = json.loads((tmp_path / "mcp.json").read_text())["mcpServers"]["probe"]
+    assert SECRET not in json.dumps(described)  # the CLI's environment carries it
+    codex = CODEX.mcp_options(servers, tmp_path)
+    assert codex[0] == "-c" and codex[1].startswith("mcp_servers.probe=")
+    table = tomllib.loads(codex[1].replace("mcp_servers.probe=", "x = ", 1))["x"]
+    assert table == {
+        "command": sys.executable,
+        "args": described["args"],
+        "env_vars": ["PROBE_SECRET"],
+    }
+    launch = servers["probe"]
+    filtered = subprocess.run(
+        [launch.command, *launch.args],
+        input="\n".join(
+            json.dumps({"jsonrpc": "2.0", "id": n, "method": method, "params": params})
+            for n, method, params in [
+                (1, "tools/list", {}),
+                (2, "tools/call", {"name": "forbidden", "arguments": {}}),
+                (3, "tools/call", {"name": "flood", "arguments": {"chars": 10_000_000}}),
+            ]
+        )
+        + "\n",
+        capture_output=True,
+        text=True,
+        timeout=30,
+    )
+    answers = {m["id"]: m["result"] for m in map(json.loads, filtered.stdout.splitlines())}
+    names = [t["name"] for t in answers[1]["tools"]]
+    assert "forbidden" not in names and names == ALLOWED[: len(names)]
+    assert all(t["description"].startswith("Tool ") for t in answers[1]["tools"])
+    assert answers[2]["isError"] and "not allowed" in answers[2]["content"][0]["text"]
+    assert len(answers[3]["content"][0]["text"]) == 2000
