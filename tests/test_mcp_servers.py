@@ -408,3 +408,70 @@ def test_a_cli_executor_gets_the_servers_through_soda_filter(tmp_path: Path) -> 
     assert all(t["description"].startswith("Tool ") for t in answers[1]["tools"])
     assert answers[2]["isError"] and "not allowed" in answers[2]["content"][0]["text"]
     assert len(answers[3]["content"][0]["text"]) == 2000
+
+
+def test_in_the_loop_the_executor_alone_gets_the_server_and_nothing_is_left(
+    tmp_path: Path,
+) -> None:
+    """One iteration of the real loop on the demo's project: the server named for
+    the executor is offered to it alone, its call runs in the task's jail with
+    the named secret, and the run's record holds its events but not the secret."""
+    from soda.loop.run import run_iteration
+    from tests.plan_fakes import done, fake_model, new_project, open_session, plan, task
+
+    offered: dict[str, set[str]] = {}
+    seen: list[str] = []
+
+    def noting(agent: str, answer: Any) -> Any:
+        def wrapped(request: ModelRequest) -> Any:
+            names = {t.name for t in request.tools if t.name.startswith("mcp__")}
+            offered.setdefault(agent, set()).update(names)
+            return answer(request)
+
+        return wrapped
+
+    def executor(request: ModelRequest) -> Any:
+        turns = sum(1 for m in request.messages if m.tool_calls)
+        if turns == 0:
+            return call("mcp__probe__env", name="PROBE_SECRET")
+        if turns == 1:
+            seen.extend(last_results(request))
+            return call("write_file", path="notes/a.txt", content="a")
+        return done("wrote the note")
+
+    expose = {"expose = []": f"expose = [{json.dumps(str(TESTS))}]"}
+    root = new_project(tmp_path, expose)
+    with (root / "soda.toml").open("a") as config:
+        config.write(
+            f"\n[mcp.servers.probe]\ncommand = {json.dumps(sys.executable)}\n"
+            f'args = [{json.dumps(str(SERVER))}]\nenv = ["PROBE_SECRET"]\n'
+            f'agents = ["executor"]\ntools = ["env"]\n'
+        )
+    git(root, "commit", "-q", "-am", "an MCP server for the executor")
+    base = fake_model(plan(task("a")))
+    model = FunctionModel.by_agent(
+        {
+            "verifier": noting("verifier", lambda r: base.answer(r)),
+            "assessor": noting("assessor", lambda r: base.answer(r)),
+            "planner": noting("planner", lambda r: base.answer(r)),
+            "executor": noting("executor", executor),
+        }
+    )
+    session = open_session(root, model)
+    before = set(server_pids())
+    try:
+        run_iteration(session, lambda line: None)
+    finally:
+        session.finish_run("done", "test")
+    assert offered == {
+        "verifier": set(), "assessor": set(), "planner": set(),
+        "executor": {"mcp__probe__env"},
+    }  # fmt: skip
+    assert seen == [SECRET]
+    assert [pid for pid in server_pids() if pid not in before] == []
+    rows = list(session.db["events"].rows_where("kind LIKE 'mcp.%'", order_by="id"))
+    assert [row["kind"] for row in rows] == ["mcp.start", "mcp.call", "mcp.end"]
+    assert all(json.loads(row["data_json"])["agent"] == "executor" for row in rows)
+    record = json.dumps([list(session.db[t].rows) for t in ("events", "agent_calls")])
+    assert SECRET not in record
+    assert git(root, "show", "soda/spec:notes/a.txt") == "a"  # merged
