@@ -190,6 +190,11 @@ _STDOUT = re.compile(r"^---- (.+?) stdout ----$")
 _DOC_LINE = re.compile(r" \(line \d+\)( - compile fail| - should panic| - compile)?$")
 
 
+def _doc_line(name: str) -> int:
+    found = re.search(r" \(line (\d+)\)", name)
+    return int(found.group(1)) if found else 0
+
+
 def doctest_id(name: str) -> str:
     """A doctest's name without its line number: `src/x.rs - f (line 35)` is
     `src/x.rs - f`, so a line added above does not rename it."""
@@ -208,27 +213,25 @@ def parse_libtest(path: Path) -> Parsed | str:
     pending: dict[str, str] = {}
     section: list[str] | None = None
     texts: dict[str, str] = {}
-    counts: dict[str, int] = {}
+    docs: list[tuple[str, int, str, str]] = []
     for line in path.read_text(encoding="utf-8", errors="replace").splitlines():
         if (running := _RUNNING.match(line)) is not None:
             target, section = f"{running.group(2)}/{running.group(1)}", None
-            _flush(results, pending, texts)
+            _flush(results, pending, texts, docs)
             continue
         if (doc := _DOC_TESTS.match(line)) is not None:
             target, section = f"{doc.group(1)}/doctest", None
-            _flush(results, pending, texts)
+            _flush(results, pending, texts, docs)
             continue
         if (result := _RESULT.match(line)) is not None and target:
             seen = True
             name = result.group(1)
-            base = doctest_id(name) if target.endswith("/doctest") else name
-            test_id = f"{target}::{base}"
-            counts[test_id] = counts.get(test_id, 0) + 1
-            if counts[test_id] > 1:  # two doctests on one item
-                test_id = f"{test_id} #{counts[test_id]}"
             outcome = {"ok": "passed", "FAILED": "failed"}.get(result.group(2), "skipped")
-            pending[name] = test_id
-            results.add(test_id, outcome)
+            if target.endswith("/doctest"):  # named once all of the target's are in
+                docs.append((f"{target}::{doctest_id(name)}", _doc_line(name), name, outcome))
+            else:
+                pending[name] = f"{target}::{name}"
+                results.add(f"{target}::{name}", outcome)
             continue
         if (started := _STDOUT.match(line)) is not None:
             section = []
@@ -240,14 +243,29 @@ def parse_libtest(path: Path) -> Parsed | str:
                 section = None
                 continue
             texts[current] = texts[current] + line + "\n"
-    _flush(results, pending, texts)
+    _flush(results, pending, texts, docs)
     if not seen:
         return "cargo printed no test result (did the build fail?)"
     return results.parsed()
 
 
-def _flush(results: _Results, pending: dict[str, str], texts: dict[str, str]) -> None:
-    """Attach each failure's text (printed after the results) to its id."""
+def _flush(
+    results: _Results,
+    pending: dict[str, str],
+    texts: dict[str, str],
+    docs: list[tuple[str, int, str, str]],
+) -> None:
+    """Add the target's doctests and attach each failure's text (printed after
+    the results) to its id. Doctests sharing an id (two examples on one item, or
+    the crate's own docs, which name no item) are numbered in the order of their
+    lines, not in the order they finished (they run in parallel): `#2` is the
+    second example in the file, whatever line it moved to."""
+    counts: dict[str, int] = {}
+    for base, _, name, outcome in sorted(docs, key=lambda doc: (doc[0], doc[1])):
+        counts[base] = counts.get(base, 0) + 1
+        pending[name] = base if counts[base] == 1 else f"{base} #{counts[base]}"
+        results.add(pending[name], outcome)
+    docs.clear()
     for name, test_id in pending.items():
         if results.outcomes.get(test_id) == "failed" and name in texts:
             results.excerpts[test_id] = excerpt(_panic_first(texts[name]))
