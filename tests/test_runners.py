@@ -26,6 +26,7 @@ from git import Repo
 
 from soda.cli.init import init_project
 from soda.config import Config, load
+from soda.gate import gocache
 from soda.gate import tested as gate_tested
 from soda.gate.rules import gate
 from soda.gate.runner import TestReport, report_kind
@@ -217,3 +218,57 @@ def test_each_runner_names_its_tests_and_the_gate_refuses_the_one_a_change_break
     assert not verdict.ok
     assert spec.passing in verdict.regressions  # (the doctest breaks with it)
     assert spec.passing in verdict.reason
+
+
+PLANTING_TEST = """\
+package calc
+
+import (
+\t"os"
+\t"path/filepath"
+\t"testing"
+)
+
+// Plants a file in the build cache (a forged entry would go there) and says
+// where, so the test can look for it outside.
+func TestPlants(t *testing.T) {
+\tdir := os.Getenv("GOCACHE")
+\tif err := os.WriteFile(filepath.Join(dir, "planted"), []byte("x"), 0o644); err != nil {
+\t\tt.Fatal(err)
+\t}
+}
+"""
+
+
+def test_go_keeps_its_build_cache_but_the_tests_cannot_write_it(tmp_path: Path) -> None:
+    """The cache in soda's state fills (the toolchain's warm-up writes it), the
+    tests' own writes to it vanish, and every run runs the tests again (a test
+    result in the cache would let a run skip them)."""
+    for gated in _project(tmp_path, "go"):
+        (gated.root / "plant_test.go").write_text(PLANTING_TEST)
+        git(gated.root, "add", "-A")
+        git(gated.root, "commit", "-q", "-m", "a test that writes the cache")
+        first = gated.tested(git(gated.root, "rev-parse", "HEAD"))
+        assert "example.com/calc/TestPlants" in first.passed, first.output[-2000:]
+        cache = gocache.cache_dir(gated.config)
+        assert sum(1 for _ in cache.rglob("*-d")) > 10  # compiled packages kept
+        assert not list(cache.rglob("planted"))  # the test's write did not land
+        again = gated.tested(gated.commit(GO.harmless, "harmless"))
+        assert "example.com/calc/TestPlants" in again.passed
+        assert "(cached)" not in again.output and not list(cache.rglob("planted"))
+
+
+@pytest.mark.parametrize(
+    ("command", "warm"),
+    [
+        ("go test -json ./...", "go test -json ./... -count=1 -exec /bin/true"),
+        ("go test -json -count=5 ./pkg", "go test -json -count=5 ./pkg -count=1 -exec /bin/true"),
+        ("go generate ./... && go test -json ./...", None),  # more than the toolchain
+        ("go test -json ./... -args -x", None),  # flags for the binary
+        ("go test -json -exec ./wrap ./...", None),
+        ("go test -json $(go list ./...)", None),
+        ("make test", None),
+    ],
+)
+def test_only_a_plain_go_test_is_warmed(command: str, warm: str | None) -> None:
+    assert gocache.warm_command(command) == warm
