@@ -7,16 +7,18 @@ projects often are: the passing and the failing test are each named; a change
 that breaks the passing one is refused naming it; a harmless change merges.
 
 The toolchains are part of the machine (scripts/setup-tests installs Go and the
-pinned vitest); a missing one fails here rather than passing by skipping. Slow:
-the Go case (about 10 s: the jail's Go build cache starts empty, so each run
-compiles the standard packages the tests use) and the Rust case (a few seconds a
-build).
+pinned vitest, and cargo-nextest into the virtualenv); a missing one fails here
+rather than passing by skipping. The slowest is Go's first run (it compiles what
+the tests use; later runs read soda's build cache) and each Rust case (a build a
+checkout).
 """
 
 from __future__ import annotations
 
 import json
+import os
 import shutil
+import sys
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -30,6 +32,7 @@ from soda.gate import gocache
 from soda.gate import tested as gate_tested
 from soda.gate.rules import gate
 from soda.gate.runner import TestReport, report_kind
+from soda.gate.runners import invocation, selected
 from soda.repo.checkouts import Checkouts
 from soda.store import open_db
 from soda.system.jail import Jail
@@ -139,8 +142,20 @@ CARGO = Project(
     harmless=("src/lib.rs", "/// Adds.\n", "// A comment.\n// Another.\n/// Adds.\n"),
 )
 
-PROJECTS = {"go": GO, "node": NODE, "vitest": VITEST_PROJECT, "cargo": CARGO}
-TOOLS = {"go": "go", "node": "node", "vitest": "node", "cargo": "cargo"}
+NEXTEST = Project(
+    files={**CARGO.files, ".config/nextest.toml": "[profile.default]\nslow-timeout = '60s'\n"},
+    command="cargo nextest run --no-fail-fast",
+    passing="calc::tests::small",  # binary id::test (nextest runs no doctests)
+    failing="calc::tests::red",
+    breaking=CARGO.breaking,
+    harmless=CARGO.harmless,
+)
+
+PROJECTS = {"go": GO, "node": NODE, "vitest": VITEST_PROJECT, "cargo": CARGO, "nextest": NEXTEST}
+TOOLS = {"go": "go", "node": "node", "vitest": "node", "cargo": "cargo", "nextest": "cargo-nextest"}
+NEXTEST_BIN = Path(sys.prefix) / "bin"
+"""Where setup-tests puts cargo-nextest; on PATH for these tests (cargo finds its
+subcommands there), and exposed to the jail with the rest of soda's Python."""
 
 
 @dataclass
@@ -193,7 +208,10 @@ def _project(tmp_path: Path, name: str) -> Iterator[Gated]:
 
 
 @pytest.fixture(params=sorted(PROJECTS))
-def project(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[tuple[str, Gated]]:
+def project(
+    request: pytest.FixtureRequest, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> Iterator[tuple[str, Gated]]:
+    monkeypatch.setenv("PATH", f"{NEXTEST_BIN}{os.pathsep}{os.environ.get('PATH', '')}")
     yield from ((request.param, gated) for gated in _project(tmp_path, request.param))
 
 
@@ -272,3 +290,25 @@ def test_go_keeps_its_build_cache_but_the_tests_cannot_write_it(tmp_path: Path) 
 )
 def test_only_a_plain_go_test_is_warmed(command: str, warm: str | None) -> None:
     assert gocache.warm_command(command) == warm
+
+
+@pytest.mark.parametrize(
+    ("selector", "narrowed"),
+    [
+        ("calc::tests::small", "-E '(binary_id(=calc) & test(=tests::small))"),
+        ("calc::it::case", "(binary_id(=calc::it) & test(=case))'"),  # an integration test
+        ("small", "-E 'test(small)'"),
+    ],
+)
+def test_nextest_runs_one_test_by_its_binary_and_name(selector: str, narrowed: str) -> None:
+    command = selected("nextest", "cargo nextest run --no-fail-fast", selector)
+    assert command is not None and command.startswith("cargo nextest run -E ")
+    assert narrowed in command and command.endswith("--no-fail-fast")
+
+
+def test_nextest_reports_for_the_profile_the_command_runs(tmp_path: Path) -> None:
+    ran = invocation("nextest", "cargo nextest run -P ci", tmp_path, tmp_path)
+    config = (tmp_path / "nextest.toml").read_text()
+    assert config.startswith('[profile."ci".junit]\n') and str(ran.report) in config
+    assert ran.command.startswith(f"cargo nextest run --tool-config-file soda:{tmp_path}/")
+    assert ran.command.endswith("--no-fail-fast -P ci")
