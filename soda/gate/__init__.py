@@ -2,8 +2,8 @@
 (DONE is confirmed by the tests), on the pool's clean checkouts (soda.repo.checkouts):
 
     runner.py   run the test command in the jail, read its per-test report
-                (runners.py, reports.py: every runner's; gocache.py: Go's build
-                cache kept between runs)
+                (runners.py, reports.py, libtest.py: every runner's; gocache.py:
+                Go's build cache kept between runs)
     rules.py    what must hold before a commit merges (gate, infrastructure_changes),
                 and the same rules as agents are told them (held_changes); the
                 other runners' configuration in runner_config.py

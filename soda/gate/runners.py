@@ -37,7 +37,7 @@ import shlex
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from soda.gate import reports
+from soda.gate import libtest, reports
 from soda.gate.reports import Parsed
 
 EXAMPLES = {
@@ -193,7 +193,7 @@ def parse(kind: str, report: Path, root: Path) -> Parsed | str:
     if kind == "go":
         return reports.parse_go(report)
     if kind == "cargo":
-        return reports.parse_libtest(report)
+        return libtest.parse_libtest(report)
     if kind == "nextest":  # ids: binary id::test name (classname::name)
         return reports.parse_junit(report)
     if kind in ("vitest", "jest"):
