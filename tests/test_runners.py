@@ -28,7 +28,7 @@ from git import Repo
 
 from soda.cli.init import init_project
 from soda.config import Config, load
-from soda.gate import gocache
+from soda.gate import gocache, libtest
 from soda.gate import tested as gate_tested
 from soda.gate.rules import gate
 from soda.gate.runner import TestReport, report_kind
@@ -312,3 +312,41 @@ def test_nextest_reports_for_the_profile_the_command_runs(tmp_path: Path) -> Non
     assert config.startswith('[profile."ci".junit]\n') and str(ran.report) in config
     assert ran.command.startswith(f"cargo nextest run --tool-config-file soda:{tmp_path}/")
     assert ran.command.endswith("--no-fail-fast -P ci")
+
+
+LIBTEST_DOCS = """\
+   Doc-tests fnv
+
+running 2 tests
+test lib.rs - (line {second}) ... ok
+test lib.rs - (line {first}) ... FAILED
+
+failures:
+
+---- lib.rs - (line {first}) stdout ----
+Test executable failed (exit status: 101).
+"""
+
+
+def test_doctests_sharing_a_name_are_numbered_by_their_lines_not_their_finish(
+    tmp_path: Path,
+) -> None:
+    """The crate's own docs name no item: both examples are `lib.rs -`. They run
+    in parallel, so the order they finish in says nothing; the first in the file
+    keeps the plain id wherever lines above move it."""
+    ids = []
+    for first, second in ((30, 51), (33, 54)):
+        report = tmp_path / f"{first}.txt"
+        report.write_text(LIBTEST_DOCS.format(first=first, second=second))
+        parsed = libtest.parse_libtest(report)
+        assert not isinstance(parsed, str), parsed
+        ids.append((parsed.failed, parsed.passed))
+        assert "exit status: 101" in parsed.excerpts["fnv/doctest::lib.rs -"]
+    assert (
+        ids[0]
+        == ids[1]
+        == (
+            frozenset({"fnv/doctest::lib.rs -"}),
+            frozenset({"fnv/doctest::lib.rs - #2"}),
+        )
+    )
