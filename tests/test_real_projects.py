@@ -84,7 +84,7 @@ PROJECTS = {
             "2q_test.go",
             "func Test2Q_Peek(t *testing.T) {\n",
             'func Test2Q_Peek(t *testing.T) {\n\tt.Fatal("red on the base")\n',
-        ),  # fmt: skip
+        ),
         red_test=f"{LRU}/Test2Q_Peek",
     ),
     "cargo": Real(
@@ -98,7 +98,8 @@ PROJECTS = {
         new_test=(
             "lib.rs",
             "    #[test]\n    fn basic_tests() {\n",
-            '    #[test]\n    fn new_behaviour() {\n        assert_eq!(fnv1a(b"soda"), 0);\n    }\n\n'
+            "    #[test]\n    fn new_behaviour() {\n"
+            '        assert_eq!(fnv1a(b"soda"), 0);\n    }\n\n'
             "    #[test]\n    fn basic_tests() {\n",
         ),
         new_failing="fnv/lib.rs::test::new_behaviour",
