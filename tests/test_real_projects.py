@@ -9,7 +9,8 @@ tested with node's own test runner; npm). Each is copied into a new git
 repository as its upstream has it, `soda init` writes the test command with no
 hand edit, `soda doctor --tests` passes, and `soda run --once` with a scripted
 model (ORIENT plans, the executor edits; everything else real: the jail, the
-runner's own report, the gate) gives the five verdicts:
+runner's own report, the gate) gives the five verdicts, each shown with the
+runner's own test ids in `soda show` and on the web's iteration page:
 
 - on a green base: a change that breaks existing tests is refused naming them,
   a new failing test is refused naming it, a harmless change merges;
@@ -23,6 +24,7 @@ from Debian, cargo as the machine has it); a missing one fails here.
 
 from __future__ import annotations
 
+import html
 import json
 import shutil
 import sqlite3
@@ -37,6 +39,7 @@ from soda.cli.demo import SCRIPT_PATH
 from tests.conftest import git, soda
 from tests.hostile_helpers import EXECUTOR_DONE, NOT_MET, VERIFIED
 from tests.scripts import submit
+from tests.web_helpers import serving
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -303,7 +306,12 @@ def test_on_a_green_base_breaking_and_failing_changes_are_refused_and_a_harmless
     assert act["merged_commit"], act
     spec = git(root, "show", f"soda/spec:{real.harmless[0]}")
     assert real.harmless[2].strip() in spec and real.breaking[2].strip() not in spec
-    assert act["baseline"].endswith("0 failed (exit 0)") or " 0 failed" in act["baseline"]
+    assert " 0 failed" in act["baseline"], act["baseline"]
+    with serving(root) as web:  # the web's iteration page shows the same evidence
+        status, _, page = web.request("GET", "/iteration/1")
+    assert status == 200
+    for name in (*real.broken, real.new_failing):
+        assert html.escape(name, quote=False) in page, name
 
 
 def test_on_a_red_base_a_change_breaking_another_test_is_refused_and_a_harmless_one_merges(
