@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import json
 import os
+import shlex
 import shutil
 import sys
 from collections.abc import Iterator
@@ -282,14 +283,25 @@ def test_go_keeps_its_build_cache_but_the_tests_cannot_write_it(tmp_path: Path) 
         ("go test -json ./...", "go test -json ./... -count=1 -exec /bin/true"),
         ("go test -json -count=5 ./pkg", "go test -json -count=5 ./pkg -count=1 -exec /bin/true"),
         ("go generate ./... && go test -json ./...", None),  # more than the toolchain
-        ("go test -json ./... -args -x", None),  # flags for the binary
-        ("go test -json -exec ./wrap ./...", None),
+        # one test, as run_tests narrows it: quoted, and run with no shell
+        (
+            "go test -json ./pkg -run '^TestA$'",
+            "go test -json ./pkg -run '^TestA$' -count=1 -exec /bin/true",
+        ),
+        ("go generate ./... && go test -json ./...", None),  # more than the toolchain
         ("go test -json $(go list ./...)", None),
+        ("go test -json ./... -args -x", None),  # flags for the binary
+        ("go test -json ./... -- -x", None),
+        ("go test -json -exec ./wrap ./...", None),  # programs of their own
+        ("go test -json -toolexec=./wrap ./...", None),
+        ("go test -json --vettool ./vet ./...", None),
+        ("go test -c -o x.test ./pkg", None),
         ("make test", None),
     ],
 )
 def test_only_a_plain_go_test_is_warmed(command: str, warm: str | None) -> None:
-    assert gocache.warm_command(command) == warm
+    words = gocache.warm_command(command)
+    assert (shlex.join(words) if words is not None else None) == warm
 
 
 @pytest.mark.parametrize(

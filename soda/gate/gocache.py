@@ -18,9 +18,11 @@ toolchain:
 2. the real run reads the cache through a throw-away overlay: what the tests
    write there vanishes with the jail.
 
-Only a plain `go test ...` command is warmed (another command may run more than
-the toolchain); nothing is shared without the overlay (an older bubblewrap, or
-`sandbox.mode = "none"`), where each run starts empty as before.
+Only a plain `go test ...` command is warmed, run as its words with no shell,
+and never with a flag that runs a program of its own (-exec, -toolexec,
+-vettool); another command may run more than the toolchain. Nothing is shared
+without the overlay (an older bubblewrap, or `sandbox.mode = "none"`): each
+run starts empty as before.
 """
 
 from __future__ import annotations
@@ -35,28 +37,34 @@ from soda.system.jail import Jail, Mount
 JAIL_PATH = Path("/tmp/.soda-go-build")
 """Where the cache appears inside the jail (the jail's own /tmp)."""
 
-_SHELL = re.compile(r"[;&|<>$`()\n\\*?{}]")
+_SHELL = re.compile(r"[;&|<>`()\n]|\$\(")
+"""What makes a command more than one program run (lists, pipes, redirections,
+substitutions)."""
+_PROGRAMS = ("exec", "toolexec", "vettool", "c", "o", "args", "")
+"""go test flags that run a program of their own, build a binary instead of
+testing, or hand the rest to the test binary (and `--`)."""
 
 
 def cache_dir(config: Config) -> Path:
     return config.state_dir / "cache" / "go-build"
 
 
-def warm_command(command: str) -> str | None:
-    """`command` as the warm-up runs it, or None when it is not a plain
-    `go test` (shell syntax, or flags that hand the binary its own arguments or
-    a program of their own)."""
+def warm_command(command: str) -> list[str] | None:
+    """`command` as the warm-up runs it (its words, run without a shell, so
+    nothing but the go command starts), or None when it is not a plain
+    `go test` (shell syntax, or a flag in `_PROGRAMS`)."""
     if _SHELL.search(command):
         return None
     try:
         words = shlex.split(command)
     except ValueError:
         return None
-    if words[:2] != ["go", "test"] or any(w in ("-args", "--") for w in words):
+    if words[:2] != ["go", "test"]:
         return None
-    if any(w.lstrip("-").split("=")[0] in ("exec", "c", "o") for w in words[2:]):
+    flags = (w.split("=")[0].lstrip("-") for w in words[2:] if w.startswith("-"))
+    if any(flag in _PROGRAMS for flag in flags):
         return None
-    return shlex.join([*words, "-count=1", "-exec", "/bin/true"])
+    return [*words, "-count=1", "-exec", "/bin/true"]
 
 
 def prepare(
