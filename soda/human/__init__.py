@@ -81,6 +81,9 @@ class ControlAction:
 
     kind: str
     response: str
+    source_file: str | None = None
+    """Where it came from (an inbox file's name, or a face's source such as
+    `tracker:issue-N:comment-ID`)."""
 
 
 class HumanQueue:
@@ -183,7 +186,7 @@ class HumanQueue:
             response = IDLE_RESPONSES[item.kind]
             self.mark_applied([item.id], next_iteration, response)
             self.events.emit("control", {"kind": item.kind, "response": response})
-            taken.append(ControlAction(item.kind, response))
+            taken.append(ControlAction(item.kind, response, item.source_file))
         return taken
 
     def take_verdict(self, iteration: int, noun: str = "plan") -> tuple[bool, str] | None:

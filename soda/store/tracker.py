@@ -237,3 +237,25 @@ def record_write(db: Database, number: int, event: str, comment_id: int | None) 
             " VALUES (?, ?, ?, ?) ON CONFLICT (number, event) DO NOTHING",
             [number, event, comment_id, now()],
         )
+
+
+@dataclass(frozen=True)
+class BranchIteration:
+    """An iteration of an issue's milestone branch, as the loop recorded it."""
+
+    number: int
+    decision: str | None
+    reason: str | None
+    merged_commit: str | None
+    ended: bool
+
+
+def branch_iterations(db: Database, branch: str) -> list[BranchIteration]:
+    """The iterations of runs on `branch` (an issue's milestone), oldest first."""
+    rows = db.execute(
+        "SELECT i.number, i.decision, i.decision_reason, i.merged_commit, i.ended_at IS NOT NULL"
+        " FROM iterations i JOIN runs r ON i.run_id = r.id WHERE r.milestone_branch = ?"
+        " ORDER BY i.number",
+        [branch],
+    ).fetchall()
+    return [BranchIteration(n, d, r, m, bool(e)) for n, d, r, m, e in rows]
