@@ -327,8 +327,9 @@ class ForgeConfig(Section):
 class TrackerConfig(Section):
     enabled: bool = False
     """Take work from the forge's issues (`[forge]` names the forge, its token and
-    repository): each open issue carrying `label`, filed by a writer, becomes a
-    queued milestone with its own spec and branch (`soda issues sync`)."""
+    repository): each open issue a writer gave `label` becomes a queued milestone
+    with its own spec and branch, which the daemon works one at a time (`soda
+    issues sync` reads the tracker in the foreground)."""
     label: str = Field("soda", min_length=1, max_length=50)
     """The label that means "soda, take this"."""
     writers: list[str] = Field(default_factory=list)
