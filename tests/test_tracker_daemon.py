@@ -13,6 +13,7 @@ import json
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -24,16 +25,23 @@ from soda.store import tracker as rows
 from soda.system.lock import release_lock
 from tests.conftest import git, soda
 from tests.fakeforge import SODA_LOGIN, FakeForge
+from tests.plan_fakes import NOT_MET, VERIFIED, plan, planning, task
 from tests.test_forge_loop import with_forge
 from tests.test_loop import DEMO_SCRIPT, project
+from tests.web_helpers import serving
 
 pytest_plugins = ("tests.fakeforge",)
 
+DONE = {
+    "tasks_blocked": [], "task_comments": [], "new_subtasks": [], "learnings": [],
+    "summary": "wrote the note",
+}  # fmt: skip
 CRITERIA = """Subtract and divide for calc.
 
 - [ ] `calc.subtract(a, b)` returns `a - b` (`tests/test_acceptance.py::test_subtract`).
 - [ ] `calc.divide(a, b)` returns `a / b` (`tests/test_acceptance.py::test_divide`).
-- [ ] `calc.divide(a, 0)` raises `ValueError("cannot divide by zero")` (`tests/test_acceptance.py::test_divide_by_zero_is_a_clear_error`).
+- [ ] `calc.divide(a, 0)` raises `ValueError("cannot divide by zero")` \
+(`tests/test_acceptance.py::test_divide_by_zero_is_a_clear_error`).
 """
 TRACKER_ON = {
     "enabled = false\n# The label that means": "enabled = true\n# The label that means",
@@ -41,6 +49,25 @@ TRACKER_ON = {
 }
 TICKS = 12
 """Looks the daemon gets to reach an ending (the demo needs 2 iterations)."""
+
+
+def said(agent: str, tool: str, **given: Any) -> dict[str, Any]:
+    """A scripted answer: `agent` calls `tool` with `given`."""
+    return {"agent": agent, "tool_calls": [{"name": tool, "input": given}]}
+
+
+def working(iterations: int) -> list[dict[str, Any]]:
+    """A script of `iterations` iterations that each merge a note and go on."""
+    script: list[dict[str, Any]] = []
+    for k in range(1, iterations + 1):
+        script += [
+            said("verifier", "submit", **VERIFIED),
+            said("assessor", "submit", **NOT_MET),
+            said("planner", "submit", **planning(plan(task(f"n{k}")))),
+            said("executor", "write_file", path=f"notes/n{k}.txt", content=f"note {k}"),
+            said("executor", "submit", **DONE),
+        ]
+    return script
 
 
 @dataclass
@@ -60,7 +87,9 @@ class Host:
             item = rows.item(self.run.db, number)
             if item is not None and item.state in states:
                 return item
-        raise AssertionError(f"issue #{number} never reached {states}: {rows.item(self.run.db, number)}")
+        raise AssertionError(
+            f"issue #{number} never reached {states}: {rows.item(self.run.db, number)}"
+        )
 
     def posted(self, number: int) -> list[str]:
         return [c["body"] for c in self.forge.issue_comments.get(number, [])]
@@ -68,11 +97,14 @@ class Host:
 
 @pytest.fixture
 def host(
-    tmp_path: Path, fake_forge: FakeForge, monkeypatch: pytest.MonkeyPatch
+    request: pytest.FixtureRequest,
+    tmp_path: Path,
+    fake_forge: FakeForge,
+    monkeypatch: pytest.MonkeyPatch,
 ) -> Iterator[Host]:
     """The demo's project with pull requests and the tracker on, its daemon after
-    the preflight."""
-    root = project(tmp_path, DEMO_SCRIPT)
+    the preflight; the demo's script, or the one the test gives as its param."""
+    root = project(tmp_path, getattr(request, "param", DEMO_SCRIPT))
     config = root / "soda.toml"
     text = config.read_text()
     for old, new in TRACKER_ON.items():
@@ -147,9 +179,11 @@ def test_a_writers_labelled_issue_runs_to_done_through_the_daemon(host: Host) ->
     assert host.forge.costly == costly and host.daemon.idle
     assert host.run.db.execute("SELECT count(*) FROM iterations").fetchone()[0] == 2
     status = json.loads(soda("status", "--json", cwd=host.root).stdout)
-    assert status["tracker"]["done"][0]["number"] == number
+    assert status["tracker"]["finished"][0]["number"] == number
+    assert status["tracker"]["in_progress"] is None and status["tracker"]["waiting"] == []
 
 
+@pytest.mark.parametrize("host", [working(8)], indirect=True)
 def test_a_stop_a_removed_label_and_outsiders(host: Host) -> None:
     """`/soda stop` by a writer cancels the issue in progress at the next safe
     point, and the next issue starts; a label removed by a non-writer changes
@@ -198,3 +232,24 @@ def test_a_stop_a_removed_label_and_outsiders(host: Host) -> None:
     assert "alice removed the label" in (rows.item(host.run.db, second).last_word or "")  # type: ignore[union-attr]
     after = host.run.db.execute("SELECT count(*) FROM iterations").fetchone()[0]
     assert after <= its + 2  # cancelled at a safe point: no run goes on past it
+
+
+def test_status_and_the_now_page_show_the_issue_in_progress_and_those_waiting(
+    host: Host,
+) -> None:
+    first = host.forge.add_issue("alice", "OWNER", "First", "- [ ] a", ("soda",))
+    later = host.forge.add_issue("alice", "OWNER", "Later", "Depends on #101", ("soda",))
+    urgent = host.forge.add_issue("bob", "MEMBER", "Urgent", "- [ ] b", ("soda", "priority:high"))
+    assert host.daemon.issues is not None
+    host.daemon.issues.poll(force=True)
+    rows.set_state(host.run.db, first, "running", "running")
+    shown = soda("status", cwd=host.root).stdout
+    assert f"issue in progress: #{first} First (soda/issue-{first})" in shown
+    assert shown.index(f"waiting: #{urgent} Urgent") < shown.index(
+        f"waiting: #{later} Later (after #{first})"
+    )  # a priority label first; one waiting for another last
+    with serving(host.root) as server:  # the web's Now page says the same
+        code, _, page = server.request("GET", "/")
+    assert code == 200 and f"#{first} First" in page.split('id="issue-in-progress"')[1]
+    waiting = page.split('id="issues-waiting"')[1]
+    assert waiting.index(f"#{urgent} Urgent") < waiting.index(f"#{later} Later")

@@ -275,6 +275,7 @@ class Daemon:
             elif kind == Control.STOP and source.startswith("tracker:"):
                 if self.issues is not None:  # an issue's `/soda stop` stops that issue
                     self.issues.stop(source, f"/soda stop ({source})")
+                continue  # said by the queue; the daemon goes on
             elif kind == Control.STOP:
                 self.flags.stop.set()
             self.say(f"control: {action.response}")

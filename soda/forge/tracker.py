@@ -33,7 +33,9 @@ from soda.forge.port import Issue, Tracker
 from soda.forge.thread import Reader, is_writer, read_thread, write_back, writer_waiting
 from soda.store import tracker as rows
 
-__all__ = ["Reader", "Synced", "closes", "next_item", "read_thread", "sync", "write_back"]
+__all__ = [
+    "Reader", "Synced", "closes", "next_item", "read_thread", "sync", "waiting", "write_back",
+]  # fmt: skip
 
 _CHECKLIST = re.compile(r"^\s*[-*+]\s+\[[ xX]\]\s+(.+?)\s*$")
 _DEPENDS = re.compile(r"\bdepends\s+on\s+#(\d+)", re.IGNORECASE)
@@ -262,24 +264,30 @@ def _sha(text: str) -> str:
     return hashlib.sha256(text.encode()).hexdigest()
 
 
-def next_item(db: Database, priority: Sequence[str] = ()) -> rows.TrackerItem | None:
-    """The queued issue to run next: of those whose dependencies are done (or not
-    tracked here), the one with the earliest label in `priority`, then the oldest."""
+def waiting(db: Database, priority: Sequence[str] = ()) -> list[rows.TrackerItem]:
+    """The queued issues in the order they will run: those whose dependencies are
+    done (or not tracked here) first; then the earliest label in `priority`; then
+    the oldest."""
     known = {item.number: item for item in rows.items(db)}
     order = [name.lower() for name in priority]
 
-    def rank(item: rows.TrackerItem) -> tuple[int, int]:
+    def rank(item: rows.TrackerItem) -> tuple[bool, int, int]:
+        blocked = any(n in known and known[n].state != "done" for n in item.depends)
         labels = {name.lower() for name in item.labels}
         first = min((i for i, name in enumerate(order) if name in labels), default=len(order))
-        return first, item.number
+        return blocked, first, item.number
 
-    ready = [
-        item
-        for item in known.values()
-        if item.state == "queued"
-        and not [n for n in item.depends if n in known and known[n].state != "done"]
-    ]
-    return min(ready, key=rank, default=None)
+    return sorted((item for item in known.values() if item.state == "queued"), key=rank)
+
+
+def next_item(db: Database, priority: Sequence[str] = ()) -> rows.TrackerItem | None:
+    """The queued issue to run next (the first of `waiting` whose dependencies are
+    done), or None."""
+    known = {item.number: item for item in rows.items(db)}
+    for item in waiting(db, priority):
+        if not any(n in known and known[n].state != "done" for n in item.depends):
+            return item
+    return None
 
 
 def closes(number: int) -> str:
