@@ -102,7 +102,8 @@ def main() -> int:
             forge.server.server_close()
     total = args.outsiders + args.done + 1
     print(
-        f"tracker: {total} labelled issues ({args.outsiders} outsiders'), {args.comments} comments each"
+        f"tracker: {total} labelled issues ({args.outsiders} outsiders'),"
+        f" {args.comments} comments each"
     )
     print(f"first reads: {first_requests} requests, {first_costly} counted against the rate limit")
     print(
