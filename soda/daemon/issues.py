@@ -33,7 +33,7 @@ from soda.config import Config, LiveConfig
 from soda.contracts import HumanInput
 from soda.contracts.outcomes import Ending, RunStatus
 from soda.forge import connect_tracker
-from soda.forge.tracker import Reader, Synced, next_item, sync, write_back
+from soda.forge.tracker import Reader, Synced, next_item, read_thread, sync, write_back
 from soda.human import commands
 from soda.human.checks import DatabaseRecord
 from soda.llm.base import Model
@@ -137,6 +137,8 @@ class IssueQueue:
         if item.state == "queued":
             rows.set_state(self.db, item.number, "running", "running")
         write_back(self.tracker, self.db, item.number, "start", self._start_text(item))
+        # Its thread now, so the first iteration reads what was said while it waited.
+        read_thread(self.tracker, self.live.current, self.db, item.number, self.read)
         self.issue_config = LiveConfig(for_issue(self.live.current, item.spec))
         self.run = open_run(
             self.issue_config, stopping=self.stopping, start=False, model=self.model
