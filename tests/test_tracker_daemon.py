@@ -45,7 +45,7 @@ CRITERIA = """Subtract and divide for calc.
 """
 TRACKER_ON = {
     "enabled = false\n# The label that means": "enabled = true\n# The label that means",
-    "a model call.\npoll_seconds = 60.0": "a model call.\npoll_seconds = 0.0",
+    "model\n# call.\npoll_seconds = 60.0": "model\n# call.\npoll_seconds = 0.0",
 }
 TICKS = 12
 """Looks the daemon gets to reach an ending (the demo needs 2 iterations)."""

@@ -49,7 +49,7 @@ SETTINGS = {
     'mode = "off"': 'mode = "draft"',
     "# repository = (not set)": f'repository = "{OWNER}/{NAME}"',
     "enabled = false\n# The label that means": "enabled = true\n# The label that means",
-    "a model call.\npoll_seconds = 60.0": "a model call.\npoll_seconds = 0.0",
+    "model\n# call.\npoll_seconds = 60.0": "model\n# call.\npoll_seconds = 0.0",
     "tick_seconds = 5.0": "tick_seconds = 0.2",
 }
 
