@@ -166,6 +166,9 @@ class FakeForge:
 
     def add_issue_comment(self, number: int, login: str, association: str, body: str) -> int:
         self._roles[login] = association
+        with self.lock:
+            if number in self.issues:
+                self.issues[number]["updated_at"] = _moment()
         return self._add(
             self.issue_comments, number, _by("issue-comment", login, association, body)
         )
@@ -183,7 +186,7 @@ class FakeForge:
             issue.update(
                 id=next(_ids), number=number, title=title, body=body, user=_user(login),
                 author_association=association, state="open",
-                labels=[_label(name) for name in labels],
+                labels=[_label(name) for name in labels], updated_at=_moment(),
             )  # fmt: skip
             issue.pop("pull_request", None)
             self.issues[number] = issue
@@ -203,6 +206,7 @@ class FakeForge:
                     self._event(number, "labeled", actor, name)
                 fields["labels"] = [_label(name) for name in fields["labels"]]
             issue.update(fields)
+            issue["updated_at"] = _moment()
 
     def _event(self, number: int, kind: str, login: str, label: str | None = None) -> None:
         schema = {"labeled": "labeled-issue-event", "unlabeled": "unlabeled-issue-event"}
@@ -358,6 +362,8 @@ class FakeForge:
                 return 200, paged(self.issue_comments.get(number, []))
             comment = _by("issue-comment", SODA_LOGIN, "OWNER", body["body"])
             self.issue_comments.setdefault(number, []).append(comment)
+            if number in self.issues:
+                self.issues[number]["updated_at"] = _moment()
             return 201, comment
         if template == "/repos/{owner}/{repo}/issues":
             wanted = {name for name in query.get("labels", "").split(",") if name}
@@ -450,6 +456,11 @@ def _by(schema: str, login: str, association: str, body: str, **more: Any) -> di
     item.update(id=next(_ids), user=_user(login), author_association=association, body=body)
     item.update(more)
     return dict(item)
+
+
+def _moment() -> str:
+    """A distinct `updated_at` for each change, as GitHub's own moves on."""
+    return f"2026-01-01T00:00:00.{next(_ids):06d}Z"
 
 
 def _label(name: str) -> dict[str, Any]:

@@ -173,6 +173,7 @@ def test_a_writers_labelled_issue_runs_to_done_through_the_daemon(host: Host) ->
         f"soda/issue-{number}"
     )
 
+    host.tick()  # reads the issue list soda's own DONE comment changed
     costly = host.forge.costly
     for _ in range(3):  # an unchanged tracker: free looks, no iteration
         host.tick()

@@ -285,6 +285,7 @@ def _issue(data: dict[str, Any]) -> Issue:
         role=str(data.get("author_association") or "NONE"),
         writer=data.get("author_association") in WRITER_ASSOCIATIONS,
         labels=tuple(labels),
+        updated=str(data.get("updated_at") or ""),
     )
 
 

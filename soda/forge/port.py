@@ -138,6 +138,8 @@ class Issue:
     writer: bool
     """The forge says the author may write to the repository."""
     labels: tuple[str, ...]
+    updated: str = ""
+    """When the forge last changed it (a label, the body, a comment), in its words."""
 
 
 @dataclass(frozen=True)

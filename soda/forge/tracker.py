@@ -114,6 +114,12 @@ def sync(tracker: Tracker, config: Config, db: Database, reader: Reader) -> Sync
     labelled = tracker.labelled_issues(config.tracker.label)
     for issue in labelled:
         known = rows.item(db, issue.number)
+        if (
+            known is not None
+            and issue.updated
+            and rows.last_seen(db, issue.number) == issue.updated
+        ):
+            continue  # unchanged since the last read: no label, body or comment is new
         if known is None or known.state == "data":
             taken = _take(tracker, config, db, issue, known)
             if taken == "queued":
@@ -122,6 +128,7 @@ def sync(tracker: Tracker, config: Config, db: Database, reader: Reader) -> Sync
                 done.data.append(issue.number)
         else:
             _refresh(config, db, issue, known)
+        rows.set_seen(db, issue.number, issue.updated)
     present = {issue.number for issue in labelled}
     for item in rows.items(db):
         if item.state in LIVE and item.number not in present:

@@ -117,6 +117,17 @@ def set_state(
         )
 
 
+def last_seen(db: Database, number: int) -> str | None:
+    """When the forge said the issue last changed, as soda last read it."""
+    row = db.execute("SELECT seen FROM tracker_items WHERE number = ?", [number]).fetchone()
+    return str(row[0]) if row and row[0] else None
+
+
+def set_seen(db: Database, number: int, seen: str) -> None:
+    with db.conn:
+        db.conn.execute("UPDATE tracker_items SET seen = ? WHERE number = ?", [seen, number])
+
+
 def set_labels(db: Database, number: int, labels: tuple[str, ...]) -> None:
     with db.conn:
         db.conn.execute(
