@@ -41,6 +41,9 @@ def main() -> int:
                 problems = check(trial)
             except AssertionError as exc:
                 problems = [f"did not finish: {exc}"]
+                keep = Path(tempfile.gettempdir()) / f"soda-tracker-kill9-{args.seed + number}.log"
+                log = trial.root / "state" / "daemon-out.log"
+                keep.write_bytes(log.read_bytes() if log.exists() else b"")
             finally:
                 trial.close()
         kills += len(trial.kills)

@@ -185,7 +185,8 @@ def all_done(root: Path) -> bool:
 def run_with_kills(trial: Trial, rng: random.Random, kills: int, span: int = 60) -> None:
     """Start the daemon, kill it with -9 after a random number of events (up to
     `span` more), `kills` times (fewer if the queue is done first), then let a
-    last daemon finish the queue and stop it cleanly."""
+    last daemon finish the queue and stop it cleanly. A daemon that exits by
+    itself is an AssertionError with the end of its output."""
     root = trial.root
     for _ in range(kills):
         if all_done(root):
@@ -198,16 +199,25 @@ def run_with_kills(trial: Trial, rng: random.Random, kills: int, span: int = 60)
                 120,
                 f"event {target}",
             )
+            exited(root, daemon)
         finally:
-            os.kill(daemon.pid, signal.SIGKILL)
+            if daemon.poll() is None:
+                os.kill(daemon.pid, signal.SIGKILL)
             daemon.wait()
         trial.kills.append(events(root))
     daemon = start_daemon(root)
     try:
         wait(lambda: all_done(root) or daemon.poll() is not None, 180, "the queue done")
+        exited(root, daemon)
     finally:
         daemon.send_signal(signal.SIGTERM)
         daemon.wait(60)
+
+
+def exited(root: Path, daemon: subprocess.Popen[bytes]) -> None:
+    if daemon.poll() is not None:
+        said = (root / "state" / "daemon-out.log").read_text(errors="replace")[-3000:]
+        raise AssertionError(f"the daemon exited by itself ({daemon.returncode}): {said}")
 
 
 def check(trial: Trial) -> list[str]:
