@@ -10,6 +10,11 @@
     soda stop   -> SIGTERM; the daemon stops at the next safe point and exits 0;
                    after --timeout a second SIGTERM stops it at once
 
+With `[tracker] enabled` the work is the tracker's queue (soda.daemon.issues):
+each look reads the tracker when `poll_seconds` have passed, and the run stepped
+is the issue in progress, one issue's run at a time, each ending moving on to
+the next.
+
 What follows an iteration is the daemon's row of soda.loop.policy: after
 CONTINUE the daemon iterates again at once; after DONE, STUCK or HALT it closes
 the run, runs `notify_command` and idles: no model calls and no busy loop, until
