@@ -282,3 +282,20 @@ def test_stuck_says_why_and_a_writers_reply_takes_the_issue_up_again(host: Host)
     assert "Better means: add a notes file." in claims[0] and "evil.example" not in claims[0]
     told = [b for b in host.posted(number) if "soda:event start" in b]
     assert len(told) == 1  # taken up again, not started twice
+
+
+@pytest.mark.parametrize("host", [[]], indirect=True)
+def test_halt_is_told_once_and_the_next_issue_follows(host: Host) -> None:
+    """A script with no answers: the first model call HALTs each issue's run."""
+    first = host.forge.add_issue("alice", "OWNER", "One", "- [ ] a", ("soda",))
+    second = host.forge.add_issue("alice", "OWNER", "Two", "- [ ] b", ("soda",))
+    host.until(second, "halted")
+    for number in (first, second):
+        item = rows.item(host.run.db, number)
+        assert item is not None and item.state == "halted"
+        told = [b.split("<!-- soda:event ")[1].split(" -->")[0] for b in host.posted(number)]
+        assert told[0] == "start" and told[1].startswith("halted-") and len(told) == 2
+        assert "HALT at iteration" in host.posted(number)[1]
+        assert "ran out" in host.posted(number)[1]  # the reason, as the run recorded it
+    host.tick()
+    assert host.daemon.idle and not host.daemon.flags.stop.is_set()
