@@ -31,7 +31,7 @@ May import: config, contracts, errors, events, repo, store, system, trace.
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -81,7 +81,7 @@ class ControlAction:
 
     kind: str
     response: str
-    source_file: str | None = None
+    source_file: str | None = field(default=None, compare=False)
     """Where it came from (an inbox file's name, or a face's source such as
     `tracker:issue-N:comment-ID`)."""
 
