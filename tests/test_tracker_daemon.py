@@ -299,3 +299,20 @@ def test_halt_is_told_once_and_the_next_issue_follows(host: Host) -> None:
         assert "ran out" in host.posted(number)[1]  # the reason, as the run recorded it
     host.tick()
     assert host.daemon.idle and not host.daemon.flags.stop.is_set()
+
+
+@pytest.mark.parametrize("host", [working(2)], indirect=True)
+def test_a_cancellation_a_kill_cut_short_is_told_after_the_restart(host: Host) -> None:
+    number = host.forge.add_issue("alice", "OWNER", "Work", "- [ ] a", ("soda",))
+    host.tick()
+    issues = host.daemon.issues
+    assert issues is not None and rows.item(host.run.db, number).state == "running"  # type: ignore[union-attr]
+    # The kill -9 came right after the cancel was recorded, before its comment:
+    # the process's memory of its issue is gone, the row says cancelled.
+    issues.finish(RunStatus.INTERRUPTED, "killed")
+    rows.set_state(host.run.db, number, "cancelled", "cancelled: alice removed the label 'soda'")
+    host.tick()
+    host.tick()
+    told = [b for b in host.posted(number) if "soda:event cancelled" in b]
+    assert len(told) == 1 and "alice removed the label" in told[0]
+    assert host.run.db.execute("SELECT count(*) FROM iterations").fetchone()[0] == 1

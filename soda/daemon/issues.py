@@ -130,6 +130,7 @@ class IssueQueue:
             if now is not None and now.state == "running":
                 return self.run
             self._cancelled(now.last_word if now else None)
+        self._owed_cancellations()
         running = [item for item in rows.items(self.db) if item.state == "running"]
         item = running[0] if running else next_item(self.db, self.live.current.tracker.priority)
         if item is None or item.spec is None:
@@ -249,12 +250,26 @@ class IssueQueue:
     def _cancelled(self, why: str | None) -> None:
         item = self.item
         assert item is not None
-        text = f"soda stopped work on this issue ({why or 'cancelled'})."
-        write_back(self.tracker, self.db, item.number, "cancelled", text)
+        write_back(self.tracker, self.db, item.number, "cancelled", _stopped(why))
         self._close(f"issue #{item.number} {why or 'cancelled'}")
         self.say(f"tracker: issue #{item.number} {why or 'cancelled'}")
+
+    def _owed_cancellations(self) -> None:
+        """An issue cancelled after it started whose comment a kill -9 cut short
+        (its state is written first): said now, once."""
+        for item in rows.items(self.db):
+            if item.state != "cancelled" or not rows.written(self.db, item.number, "start"):
+                continue
+            if not rows.written(self.db, item.number, "cancelled"):
+                write_back(
+                    self.tracker, self.db, item.number, "cancelled", _stopped(item.last_word)
+                )
 
     def _close(self, reason: str) -> None:
         if self.run is not None:
             self.run.close(reason, keep_lock=True)
         self.run = self.item = self.issue_config = None
+
+
+def _stopped(why: str | None) -> str:
+    return f"soda stopped work on this issue ({why or 'cancelled'})."
