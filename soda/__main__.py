@@ -1,3 +1,3 @@
-from soda.cli.main import main
+from soda.cli.entry import main
 
 main()

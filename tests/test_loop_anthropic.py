@@ -112,16 +112,17 @@ def test_full_demo_through_the_real_client(root: Path, fake_api: FakeAPI) -> Non
     iteration = next(iter(session.db["iterations"].rows))
     assert iteration["cost_usd"] == pytest.approx(0.01875 * 10)
     request = fake_api.requests[0].body
-    # Four cache markers, the API's limit: the first message's parts (the spec, the
-    # standing work, then the rolling one on its end), and the system prompt.
+    # Four cache markers, the API's limit, all on the first message's parts: the
+    # spec, the tests and merges, the standing work, then the rolling one on its end.
     parts = request["messages"][0]["content"]
     assert [block["text"].split("\n")[0] for block in parts] == [
         "## Spec",
+        "## Tests And Merges",
         "## Claims",
         "## Claims (continued)",
     ]
     assert all(block["cache_control"] == {"type": "ephemeral"} for block in parts)
-    assert request["system"][-1]["cache_control"] == {"type": "ephemeral"}
+    assert "cache_control" not in request["system"][-1]
     assert "cache_control" not in request["tools"][-1]
     assert request["tool_choice"] == {"type": "auto"}  # the demo's prose before its calls
     # The planner's first message carries the repository map of the tip as a

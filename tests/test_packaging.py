@@ -49,7 +49,7 @@ def test_distribution_is_soda_daemon_and_pytest_only_an_extra(wheel: Path) -> No
     pytest_requires = [r for r in requires if r.startswith("pytest")]
     assert pytest_requires and all("extra ==" in r for r in pytest_requires), requires
     (entry_points,) = [n for n in archive.namelist() if n.endswith("entry_points.txt")]
-    assert "soda = soda.cli.main:main" in archive.read(entry_points).decode()
+    assert "soda = soda.cli.entry:main" in archive.read(entry_points).decode()
 
 
 @pytest.mark.slow

@@ -7,16 +7,19 @@ projects often are: the passing and the failing test are each named; a change
 that breaks the passing one is refused naming it; a harmless change merges.
 
 The toolchains are part of the machine (scripts/setup-tests installs Go and the
-pinned vitest); a missing one fails here rather than passing by skipping. Slow:
-the Go case (about 10 s: the jail's Go build cache starts empty, so each run
-compiles the standard packages the tests use) and the Rust case (a few seconds a
-build).
+pinned vitest, and cargo-nextest into the virtualenv); a missing one fails here
+rather than passing by skipping. The slowest is Go's first run (it compiles what
+the tests use; later runs read soda's build cache) and each Rust case (a build a
+checkout).
 """
 
 from __future__ import annotations
 
 import json
+import os
+import shlex
 import shutil
+import sys
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -26,9 +29,11 @@ from git import Repo
 
 from soda.cli.init import init_project
 from soda.config import Config, load
+from soda.gate import gocache, libtest
 from soda.gate import tested as gate_tested
 from soda.gate.rules import gate
 from soda.gate.runner import TestReport, report_kind
+from soda.gate.runners import invocation, selected
 from soda.repo.checkouts import Checkouts
 from soda.store import open_db
 from soda.system.jail import Jail
@@ -138,8 +143,20 @@ CARGO = Project(
     harmless=("src/lib.rs", "/// Adds.\n", "// A comment.\n// Another.\n/// Adds.\n"),
 )
 
-PROJECTS = {"go": GO, "node": NODE, "vitest": VITEST_PROJECT, "cargo": CARGO}
-TOOLS = {"go": "go", "node": "node", "vitest": "node", "cargo": "cargo"}
+NEXTEST = Project(
+    files={**CARGO.files, ".config/nextest.toml": "[profile.default]\nslow-timeout = '60s'\n"},
+    command="cargo nextest run --no-fail-fast",
+    passing="calc::tests::small",  # binary id::test (nextest runs no doctests)
+    failing="calc::tests::red",
+    breaking=CARGO.breaking,
+    harmless=CARGO.harmless,
+)
+
+PROJECTS = {"go": GO, "node": NODE, "vitest": VITEST_PROJECT, "cargo": CARGO, "nextest": NEXTEST}
+TOOLS = {"go": "go", "node": "node", "vitest": "node", "cargo": "cargo", "nextest": "cargo-nextest"}
+NEXTEST_BIN = Path(sys.prefix) / "bin"
+"""Where setup-tests puts cargo-nextest; on PATH for these tests (cargo finds its
+subcommands there), and exposed to the jail with the rest of soda's Python."""
 
 
 @dataclass
@@ -192,7 +209,10 @@ def _project(tmp_path: Path, name: str) -> Iterator[Gated]:
 
 
 @pytest.fixture(params=sorted(PROJECTS))
-def project(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[tuple[str, Gated]]:
+def project(
+    request: pytest.FixtureRequest, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> Iterator[tuple[str, Gated]]:
+    monkeypatch.setenv("PATH", f"{NEXTEST_BIN}{os.pathsep}{os.environ.get('PATH', '')}")
     yield from ((request.param, gated) for gated in _project(tmp_path, request.param))
 
 
@@ -217,3 +237,128 @@ def test_each_runner_names_its_tests_and_the_gate_refuses_the_one_a_change_break
     assert not verdict.ok
     assert spec.passing in verdict.regressions  # (the doctest breaks with it)
     assert spec.passing in verdict.reason
+
+
+PLANTING_TEST = """\
+package calc
+
+import (
+\t"os"
+\t"path/filepath"
+\t"testing"
+)
+
+// Plants a file in the build cache (a forged entry would go there) and says
+// where, so the test can look for it outside.
+func TestPlants(t *testing.T) {
+\tdir := os.Getenv("GOCACHE")
+\tif err := os.WriteFile(filepath.Join(dir, "planted"), []byte("x"), 0o644); err != nil {
+\t\tt.Fatal(err)
+\t}
+}
+"""
+
+
+def test_go_keeps_its_build_cache_but_the_tests_cannot_write_it(tmp_path: Path) -> None:
+    """The cache in soda's state fills (the toolchain's warm-up writes it), the
+    tests' own writes to it vanish, and every run runs the tests again (a test
+    result in the cache would let a run skip them)."""
+    for gated in _project(tmp_path, "go"):
+        (gated.root / "plant_test.go").write_text(PLANTING_TEST)
+        git(gated.root, "add", "-A")
+        git(gated.root, "commit", "-q", "-m", "a test that writes the cache")
+        first = gated.tested(git(gated.root, "rev-parse", "HEAD"))
+        assert "example.com/calc/TestPlants" in first.passed, first.output[-2000:]
+        cache = gocache.cache_dir(gated.config)
+        assert sum(1 for _ in cache.rglob("*-d")) > 10  # compiled packages kept
+        assert not list(cache.rglob("planted"))  # the test's write did not land
+        again = gated.tested(gated.commit(GO.harmless, "harmless"))
+        assert "example.com/calc/TestPlants" in again.passed
+        assert "(cached)" not in again.output and not list(cache.rglob("planted"))
+
+
+@pytest.mark.parametrize(
+    ("command", "warm"),
+    [
+        ("go test -json ./...", "go test -json ./... -count=1 -exec /bin/true"),
+        ("go test -json -count=5 ./pkg", "go test -json -count=5 ./pkg -count=1 -exec /bin/true"),
+        ("go generate ./... && go test -json ./...", None),  # more than the toolchain
+        # one test, as run_tests narrows it: quoted, and run with no shell
+        (
+            "go test -json ./pkg -run '^TestA$'",
+            "go test -json ./pkg -run '^TestA$' -count=1 -exec /bin/true",
+        ),
+        ("go generate ./... && go test -json ./...", None),  # more than the toolchain
+        ("go test -json $(go list ./...)", None),
+        ("go test -json ./... -args -x", None),  # flags for the binary
+        ("go test -json ./... -- -x", None),
+        ("go test -json -exec ./wrap ./...", None),  # programs of their own
+        ("go test -json -toolexec=./wrap ./...", None),
+        ("go test -json --vettool ./vet ./...", None),
+        ("go test -c -o x.test ./pkg", None),
+        ("make test", None),
+    ],
+)
+def test_only_a_plain_go_test_is_warmed(command: str, warm: str | None) -> None:
+    words = gocache.warm_command(command)
+    assert (shlex.join(words) if words is not None else None) == warm
+
+
+@pytest.mark.parametrize(
+    ("selector", "narrowed"),
+    [
+        ("calc::tests::small", "-E '(binary_id(=calc) & test(=tests::small))"),
+        ("calc::it::case", "(binary_id(=calc::it) & test(=case))'"),  # an integration test
+        ("small", "-E 'test(small)'"),
+    ],
+)
+def test_nextest_runs_one_test_by_its_binary_and_name(selector: str, narrowed: str) -> None:
+    command = selected("nextest", "cargo nextest run --no-fail-fast", selector)
+    assert command is not None and command.startswith("cargo nextest run -E ")
+    assert narrowed in command and command.endswith("--no-fail-fast")
+
+
+def test_nextest_reports_for_the_profile_the_command_runs(tmp_path: Path) -> None:
+    ran = invocation("nextest", "cargo nextest run -P ci", tmp_path, tmp_path)
+    config = (tmp_path / "nextest.toml").read_text()
+    assert config.startswith('[profile."ci".junit]\n') and str(ran.report) in config
+    assert ran.command.startswith(f"cargo nextest run --tool-config-file soda:{tmp_path}/")
+    assert ran.command.endswith("--no-fail-fast -P ci")
+
+
+LIBTEST_DOCS = """\
+   Doc-tests fnv
+
+running 2 tests
+test lib.rs - (line {second}) ... ok
+test lib.rs - (line {first}) ... FAILED
+
+failures:
+
+---- lib.rs - (line {first}) stdout ----
+Test executable failed (exit status: 101).
+"""
+
+
+def test_doctests_sharing_a_name_are_numbered_by_their_lines_not_their_finish(
+    tmp_path: Path,
+) -> None:
+    """The crate's own docs name no item: both examples are `lib.rs -`. They run
+    in parallel, so the order they finish in says nothing; the first in the file
+    keeps the plain id wherever lines above move it."""
+    ids = []
+    for first, second in ((30, 51), (33, 54)):
+        report = tmp_path / f"{first}.txt"
+        report.write_text(LIBTEST_DOCS.format(first=first, second=second))
+        parsed = libtest.parse_libtest(report)
+        assert not isinstance(parsed, str), parsed
+        ids.append((parsed.failed, parsed.passed))
+        assert "exit status: 101" in parsed.excerpts["fnv/doctest::lib.rs -"]
+    assert (
+        ids[0]
+        == ids[1]
+        == (
+            frozenset({"fnv/doctest::lib.rs -"}),
+            frozenset({"fnv/doctest::lib.rs - #2"}),
+        )
+    )

@@ -38,8 +38,10 @@ Typed: an `Agent[Verification]` (see `load_agent`) runs to an
 
 from __future__ import annotations
 
+import contextlib
 import copy
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
 from soda.agent.condense import condense, history_size
@@ -66,6 +68,8 @@ from soda.llm.base import (
     safe_response,
 )
 from soda.system.clock import SYSTEM_CLOCK, Clock
+from soda.system.jail import Jail
+from soda.tools.servers import Beside, open_servers
 
 __all__ = ["KEEP_WHOLE", "AgentRunner", "Answer", "Recorder", "Toolset", "last_turn_prompt"]
 
@@ -81,6 +85,9 @@ class AgentRunner:
         """The iteration its requests are made for (None outside one)."""
         self.clock: Clock = SYSTEM_CLOCK
         """What a wait for the provider's rate limit runs on (the session's)."""
+        self.jail: Callable[[], Jail] | None = None
+        """Where an agent's MCP servers run (the session's jail); None: nowhere,
+        so no agent is offered a server's tools."""
 
     @property
     def config(self) -> Config:
@@ -118,7 +125,32 @@ class AgentRunner:
         """The agent's validated answer. Raises ContractViolation when the answer
         breaks the contract twice, ModelGaveUp when the model failed twice in an
         ordinary way (an agent that may give up, the executor, gets an Answer that
-        says so instead), and ContextTooSmall when the first request cannot fit."""
+        says so instead), and ContextTooSmall when the first request cannot fit.
+        The MCP servers `[mcp.servers]` gives the agent run for this run, in the
+        jail, in the toolbox's directory; their tools are offered beside its own."""
+        with self._servers(agent, toolbox) as servers:
+            return self._run(
+                agent, inputs, Beside(toolbox, servers) if servers else toolbox, resume
+            )
+
+    def _servers(self, agent: Agent[Any], toolbox: Toolset | None) -> Any:
+        """The agent's MCP servers, started (soda.tools.servers); None when it has none."""
+        root: Path | None = getattr(toolbox, "root", None)
+        if self.jail is None or root is None or not self.config.mcp.for_agent(agent.name):
+            return contextlib.nullcontext(None)
+        jail = self.jail()
+        # A checking agent's servers see ORIENT's checkout through an overlay when
+        # the jail can lay one: their writes vanish, the checkout stays clean.
+        sealed = agent.tools != "worktree" and jail.can_seal(root.parent)
+        return open_servers(self.config, jail, agent.name, root, self.record.event, sealed)
+
+    def _run(
+        self,
+        agent: Agent[T],
+        inputs: dict[str, Any],
+        toolbox: Toolset | None,
+        resume: list[Message] | None,
+    ) -> Answer[T]:
         limits = self.limits(agent)
         conversation = Conversation(
             agent=agent,

@@ -15,7 +15,9 @@ and picks the command that uses its environment, in this order:
     go.mod                          `go test -json ./...` (test2json events)
     Cargo.toml                      `cargo test --no-fail-fast` (libtest's output;
                                     without the flag cargo stops at the first
-                                    failing test target)
+                                    failing test target); with .config/nextest.toml
+                                    `cargo nextest run --no-fail-fast` (nextest's
+                                    JUnit report, through a config file of soda's)
     nothing                         `python -m pytest -q` (the default)
 
 For each of these soda reads per-test results from the runner's own output
@@ -228,7 +230,41 @@ def _go(root: Path) -> Detected:
 
 
 def _cargo(root: Path) -> Detected:
+    found = _nextest() if (root / ".config" / "nextest.toml").is_file() else _libtest()
+    cargo_home = Path(os.environ.get("CARGO_HOME") or Path.home() / ".cargo")
+    rustup_home = Path(os.environ.get("RUSTUP_HOME") or Path.home() / ".rustup")
+    # Not the whole cargo home: credentials.toml (a registry token) lives there.
+    found.expose += _under_home(
+        [rustup_home, cargo_home / "bin", cargo_home / "registry", cargo_home / "git"]
+    )
+    return found
+
+
+def _nextest() -> Detected:
     found = Detected(
+        "cargo nextest run --no-fail-fast",
+        "found Cargo.toml and .config/nextest.toml",
+        notes=[
+            f"Per-test results: soda reads {runners.LABELS['nextest']}, written outside the "
+            "checkout: each run gets a tool config file (--tool-config-file) naming the "
+            "report for the profile it runs. nextest runs no doctests; chain `cargo test "
+            "--doc` after it to gate on them by exit code.",
+            "One test: cargo nextest run --no-fail-fast -E 'test(=tests::name)'",
+            "The jail has no network: crates come from cargo's registry cache (exposed "
+            "read-only); run `cargo fetch` first.",
+        ],
+    )
+    if shutil.which("cargo-nextest") is None:
+        found.advice.append(
+            "cargo-nextest is not on PATH: install it (cargo install cargo-nextest --locked), "
+            "or set test_command to cargo test --no-fail-fast."
+        )
+    found.expose += _prefix_under_home("cargo-nextest", ("bin",))
+    return found
+
+
+def _libtest() -> Detected:
+    return Detected(
         "cargo test --no-fail-fast",
         "found Cargo.toml",
         notes=[
@@ -240,13 +276,6 @@ def _cargo(root: Path) -> Detected:
             "read-only); run `cargo fetch` first.",
         ],
     )
-    cargo_home = Path(os.environ.get("CARGO_HOME") or Path.home() / ".cargo")
-    rustup_home = Path(os.environ.get("RUSTUP_HOME") or Path.home() / ".rustup")
-    # Not the whole cargo home: credentials.toml (a registry token) lives there.
-    found.expose += _under_home(
-        [rustup_home, cargo_home / "bin", cargo_home / "registry", cargo_home / "git"]
-    )
-    return found
 
 
 def _prefix_under_home(program: str, parts: tuple[str, ...] = ()) -> list[str]:

@@ -6,8 +6,9 @@ gate can see (per-test results or only an exit code), the state database (opens,
 migrated), and the provider (what its entry in `soda.llm.providers` says it needs:
 a key present; with `ping`, one tiny real request), each model's price and
 where it came from (a FAIL where a run would be refused for want of one), and
-the pull requests' forge ([forge]; with `ping`, one request with the token). An
-unknown provider fails the config check, as any other error in soda.toml does.
+the pull requests' forge ([forge]; with `ping`, one request with the token), and
+each of `[mcp.servers]` started once in the jail, its tools listed. An unknown
+provider fails the config check, as any other error in soda.toml does.
 With `tests`, the test command runs once, in the jail, on a clean checkout of the
 base branch's tip; `imports` says whether the tests imported the project from that
 checkout (an install from elsewhere makes the gate refuse every change).
@@ -19,8 +20,7 @@ its default). With `ping`, a provider whose server may cut a long prompt
 silently (Ollama past its num_ctx) is sent a request of that size, and the
 prompt tokens it counts are compared with what was sent.
 
-A check passes, fails, or passes with a warning (`warn`: soda runs, but gives
-something up the person should know about).
+A check passes, fails, or warns (soda runs, but gives something up: say so).
 """
 
 from __future__ import annotations
@@ -40,6 +40,7 @@ from soda.agent.definition import Agent, first_message, load_agent, terminal_too
 from soda.agent.executors import check_executors
 from soda.agent.limits import Limits, limits_for, request_tokens
 from soda.agent.pricing import doctor_line
+from soda.cli.doctor_mcp import check_servers  # [mcp.servers]
 from soda.config import Config, find_config, load
 from soda.config.resources import resource_dir
 from soda.errors import MaxTokensTooLarge, PromptTooLong, SodaError
@@ -61,12 +62,10 @@ from soda.tools import Sandbox, read_only_tools, worktree_tools
 from soda.tools.ask import ASK_HUMAN
 
 INPUTS_ALLOWANCE = 1500
-"""Tokens allowed, on top of the spec, for what an iteration adds to a first
-message (the claims, a plan and a task, the baseline's output): typical sizes
-measured on real projects run from a few hundred to about 1,000."""
+"""Tokens allowed, on top of the spec, for what an iteration adds to a first message
+(claims, a plan and task, the baseline): a few hundred to 1,000 on real projects."""
 ROOMY = 0.5
-"""A first request past this share of the window leaves the conversation little
-room: it passes with a warning."""
+"""A first request past this share of the window passes with a warning."""
 
 
 @dataclass(frozen=True)
@@ -112,6 +111,7 @@ def run_checks(directory: Path, ping: bool = False, tests: bool = False) -> list
         ("prices", doctor_line),
         ("fit", lambda c: _fit(c, ping)),
         ("forge", lambda c: forge_doctor(c, open_db(c.db_path), ping)),
+        *([("mcp", check_servers)] if config.mcp.servers else []),
     ]
     for name, probe in probes:
         checks.append(_guarded(name, probe, config))

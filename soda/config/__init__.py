@@ -17,6 +17,7 @@ from pathlib import Path
 from pydantic import Field, ValidationError
 from pydantic_core import ErrorDetails
 
+from soda.config.mcp import McpConfig, McpServer
 from soda.config.sections import (
     DEFAULT_REPO_MAP_TOKENS,
     RISK_LEVELS,
@@ -57,6 +58,8 @@ __all__ = [
     "GateConfig",
     "LiveConfig",
     "LoopConfig",
+    "McpConfig",
+    "McpServer",
     "ModelConfig",
     "PlanConfig",
     "Price",
@@ -98,6 +101,8 @@ class Config(Section):
     """Who does a task's work: soda's own agent or a coding CLI in the jail."""
     tracker: TrackerConfig = Field(default_factory=TrackerConfig)
     """Work from the forge's issue tracker: labelled issues as queued milestones."""
+    mcp: McpConfig = Field(default_factory=McpConfig)
+    """MCP servers whose tools soda's agents may use, each run in the jail."""
 
     # Set by load(); not part of the file.
     root: Path = Field(default=Path("."), exclude=True)

@@ -2,8 +2,11 @@
 (DONE is confirmed by the tests), on the pool's clean checkouts (soda.repo.checkouts):
 
     runner.py   run the test command in the jail, read its per-test report
+                (runners.py, reports.py, libtest.py: every runner's; gocache.py:
+                Go's build cache kept between runs)
     rules.py    what must hold before a commit merges (gate, infrastructure_changes),
-                and the same rules as agents are told them (held_changes)
+                and the same rules as agents are told them (held_changes); the
+                other runners' configuration in runner_config.py
     targets.py  target tests found in a run's per-test results: a task's (the
                 merge needs them passing) and the spec's criteria's (DONE's proof)
     imports.py  a run that could not import something: the module, the fix

@@ -7,7 +7,7 @@ it lives, because titles repeat across files:
 
     JUnit XML (pytest, gate.junit)  classname::name
     go test -json (test2json)       import/path/TestName, subtests TestName/sub
-    cargo test (libtest's text)     bin/src/lib.rs::mod::test; doctests
+    cargo test (libtest, libtest.py) bin/src/lib.rs::mod::test; doctests
                                     bin/doctest::src/x.rs - item (no line number,
                                     which changes whenever a line is added above)
     vitest --reporter=json, jest    file::describe > test (file relative to the root)
@@ -177,89 +177,6 @@ def _json_line(line: str) -> dict[str, Any] | None:
     except ValueError:
         return None
     return value if isinstance(value, dict) else None
-
-
-# --- cargo test (libtest) ---------------------------------------------------------------
-
-_RUNNING = re.compile(
-    r"^\s*Running (?:unittests )?(\S+) \((?:.*/)?([^/()]+?)(?:-[0-9a-f]{16})?(?:\.exe)?\)"
-)
-_DOC_TESTS = re.compile(r"^\s*Doc-tests (\S+)")
-_RESULT = re.compile(r"^test (.+?) \.\.\. (ok|FAILED|ignored(?:, .*)?)$")
-_STDOUT = re.compile(r"^---- (.+?) stdout ----$")
-_DOC_LINE = re.compile(r" \(line \d+\)( - compile fail| - should panic| - compile)?$")
-
-
-def doctest_id(name: str) -> str:
-    """A doctest's name without its line number: `src/x.rs - f (line 35)` is
-    `src/x.rs - f`, so a line added above does not rename it."""
-    return _DOC_LINE.sub(lambda m: m.group(1) or "", name)
-
-
-def parse_libtest(path: Path) -> Parsed | str:
-    """`cargo test`'s output (stdout and stderr together): cargo's `Running` and
-    `Doc-tests` lines say which target the following `test NAME ... ok` lines
-    belong to; a failure's text is its `---- NAME stdout ----` section."""
-    problem = _unreadable(path)
-    if problem:
-        return problem
-    results = _Results()
-    target, seen = "", False
-    pending: dict[str, str] = {}
-    section: list[str] | None = None
-    texts: dict[str, str] = {}
-    counts: dict[str, int] = {}
-    for line in path.read_text(encoding="utf-8", errors="replace").splitlines():
-        if (running := _RUNNING.match(line)) is not None:
-            target, section = f"{running.group(2)}/{running.group(1)}", None
-            _flush(results, pending, texts)
-            continue
-        if (doc := _DOC_TESTS.match(line)) is not None:
-            target, section = f"{doc.group(1)}/doctest", None
-            _flush(results, pending, texts)
-            continue
-        if (result := _RESULT.match(line)) is not None and target:
-            seen = True
-            name = result.group(1)
-            base = doctest_id(name) if target.endswith("/doctest") else name
-            test_id = f"{target}::{base}"
-            counts[test_id] = counts.get(test_id, 0) + 1
-            if counts[test_id] > 1:  # two doctests on one item
-                test_id = f"{test_id} #{counts[test_id]}"
-            outcome = {"ok": "passed", "FAILED": "failed"}.get(result.group(2), "skipped")
-            pending[name] = test_id
-            results.add(test_id, outcome)
-            continue
-        if (started := _STDOUT.match(line)) is not None:
-            section = []
-            texts[started.group(1)] = ""
-            current = started.group(1)
-            continue
-        if section is not None:
-            if line.strip() == "failures:" or line.startswith("test result:"):
-                section = None
-                continue
-            texts[current] = texts[current] + line + "\n"
-    _flush(results, pending, texts)
-    if not seen:
-        return "cargo printed no test result (did the build fail?)"
-    return results.parsed()
-
-
-def _flush(results: _Results, pending: dict[str, str], texts: dict[str, str]) -> None:
-    """Attach each failure's text (printed after the results) to its id."""
-    for name, test_id in pending.items():
-        if results.outcomes.get(test_id) == "failed" and name in texts:
-            results.excerpts[test_id] = excerpt(_panic_first(texts[name]))
-    pending.clear()
-    texts.clear()
-
-
-def _panic_first(text: str) -> str:
-    text = text.split("\nstack backtrace:")[0]
-    lines = [ln for ln in text.splitlines() if ln.strip()]
-    start = next((i for i, ln in enumerate(lines) if "panicked at" in ln), 0)
-    return "\n".join(lines[start:])
 
 
 # --- vitest and jest (one JSON shape) ---------------------------------------------------

@@ -33,6 +33,7 @@ from pathlib import PurePosixPath
 
 from git import Repo
 
+from soda.gate import runner_config
 from soda.gate.runner import TestReport
 from soda.gate.targets import TargetResult, covers, judge, listing
 from soda.repo import objects
@@ -106,6 +107,7 @@ def held_changes(protected: Sequence[str]) -> list[str]:
     held = [
         f"changes any of {', '.join(sorted(TEST_CONFIG_FILES))} (anywhere in the "
         "repository), or the pytest, tox or coverage settings in pyproject.toml or setup.cfg",
+        runner_config.held_sentence(),
         f"adds lines to a code or config file ({', '.join(sorted(CODE_SUFFIXES))}) that "
         f"mention any of: {', '.join(REPORT_TOKENS)}",
         "adds a .pth file, or a top-level file or directory named like a module the test "
@@ -232,8 +234,9 @@ def _approval_or_ok(
 def infrastructure_changes(repo: Repo, old: str, new: str, protected: list[str]) -> tuple[str, ...]:
     """Paths changed between `old` and `new` that can change what the test runner
     reports: conftest.py, pytest/tox/nox configuration (the pytest and tox
-    sections of pyproject.toml and setup.cfg), files shadowing the runner's own
-    modules, and what `gate.protected` lists."""
+    sections of pyproject.toml and setup.cfg), the other runners' configuration
+    (`soda.gate.runner_config`), files shadowing the runner's own modules, and
+    what `gate.protected` lists."""
     changed = changed_files(repo, old, new)
     hits = []
     for path in changed:
@@ -243,12 +246,11 @@ def infrastructure_changes(repo: Repo, old: str, new: str, protected: list[str])
             pure.name in TEST_CONFIG_FILES
             or top in SHADOWING_NAMES
             or pure.suffix == ".pth"
+            or runner_config.is_config_file(path)
             or any(fnmatch.fnmatch(path, pattern) for pattern in protected)
         ):
             hits.append(path)
-        elif pure.name in ("pyproject.toml", "setup.cfg") and _test_sections(
-            repo, old, path
-        ) != _test_sections(repo, new, path):
+        elif _runner_sections(repo, old, path) != _runner_sections(repo, new, path):
             hits.append(f"{path} (test runner section)")
     hits += _report_tampering(repo, old, new, [p for p in changed if _is_code(p)])
     return tuple(dict.fromkeys(hits))
@@ -292,6 +294,16 @@ def _report_tampering(repo: Repo, old: str, new: str, code: list[str]) -> list[s
             if found:
                 hits.setdefault(path, set()).update(found)
     return [f"{path} (mentions {', '.join(sorted(words))})" for path, words in hits.items()]
+
+
+def _runner_sections(repo: Repo, commit: str, path: str) -> object:
+    """What of `path` at `commit` a test runner reads (None for other files)."""
+    name = PurePosixPath(path).name
+    if name in ("pyproject.toml", "setup.cfg"):
+        return _test_sections(repo, commit, path)
+    if name in runner_config.SECTIONED:
+        return runner_config.sections(path, _file_text(repo, commit, path))
+    return None
 
 
 def _test_sections(repo: Repo, commit: str, path: str) -> object:

@@ -15,7 +15,9 @@ available, the exit code otherwise. Where the report comes from:
 - go test, cargo test, vitest, jest, mocha, node --test (and `npm test` running
   one of them): soda adds the runner's own report option, again at a path
   outside the checkout (`soda.gate.runners`), and reads it
-  (`soda.gate.reports`). Mandatory too: a run without it is refused.
+  (`soda.gate.reports`). Mandatory too: a run without it is refused. Go's
+  build cache is kept between runs, written by the toolchain alone
+  (`soda.gate.gocache`).
 - any other runner: `gate.junit` names where the command writes its report
   (relative to the repository); soda deletes it before the run and refuses a
   commit that tracks a file there.
@@ -35,10 +37,10 @@ from pathlib import Path
 from typing import Any
 
 from soda.config import Config
-from soda.gate import runners
+from soda.gate import gocache, runners
 from soda.gate.imports import cannot_import
 from soda.gate.reports import Parsed, parse_junit
-from soda.system.jail import Jail
+from soda.system.jail import Jail, Mount
 
 PROBE = '''\
 """soda's import probe: records the file of every module the tests imported."""
@@ -149,6 +151,7 @@ def run_tests(
     with tempfile.TemporaryDirectory(prefix="soda-tests-") as tmp:
         reports = Path(tmp)
         command, env = config.project.test_command, {}
+        mounts: list[Mount] = []
         nonce, report = None, reports / "report.xml"
         if kind == "pytest":
             (reports / "soda_probe.py").write_text(PROBE, encoding="utf-8")
@@ -174,6 +177,11 @@ def run_tests(
         elif kind in runners.KINDS:
             ran = runners.invocation(kind, command, reports, config.root)
             command, env, report = ran.command, ran.env, ran.report
+            if kind == "go":
+                cache_env, mounts = gocache.prepare(
+                    config, jail, checkout, config.project.test_command, sealed
+                )
+                env = {**env, **cache_env}
         result = jail.run(
             command,
             checkout,
@@ -182,6 +190,7 @@ def run_tests(
             extra_env=env,
             writable=[reports],
             sealed=sealed,
+            mounts=mounts,
         )
         parsed: Parsed | str | None = None
         if kind in ("pytest", "junit"):

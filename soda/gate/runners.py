@@ -2,7 +2,8 @@
 report, and how it runs one test.
 
 soda reads the command, never a setting written by hand: `go test` (test2json
-events), `cargo test` (libtest's output), vitest, jest, mocha, `node --test`, and
+events), `cargo test` (libtest's output), `cargo nextest run` (its JUnit
+report), vitest, jest, mocha, `node --test`, and
 `npm test`/`yarn test`/`pnpm test` by the runner its `test` script names (in the
 person's package.json). At run time soda adds what makes the runner write its
 report into a directory outside the checkout (`Invocation`), as it does for
@@ -12,6 +13,11 @@ file the gate reads:
     go       -json is added after `go test` when missing; stdout is the report
     cargo    --no-fail-fast is added (cargo stops at the first failing target
              otherwise); stdout and stderr together are the report
+    nextest  --no-fail-fast, and a tool config file (--tool-config-file) that
+             gives the profile the command runs (default unless --profile says)
+             a JUnit report at FILE; a junit path the repository's own
+             .config/nextest.toml sets for that profile takes precedence, and
+             the run is then refused for want of soda's report
     vitest   --reporter=default --reporter=json --outputFile.json=FILE (and,
              from vitest 3, --configLoader=runner: vite bundles a TypeScript
              config into node_modules/.vite-temp, which the jail binds read-only)
@@ -31,13 +37,14 @@ import shlex
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from soda.gate import reports
+from soda.gate import libtest, reports
 from soda.gate.reports import Parsed
 
 EXAMPLES = {
     "pytest": "tests/test_x.py::test_name",
     "go": "example.com/mod/pkg/TestName",
     "cargo": "crate/src/lib.rs::tests::name",
+    "nextest": "crate::tests::name",
     "vitest": "test/x.test.ts::describe > test",
     "jest": "test/x.test.js::describe > test",
     "mocha": "test/x.js::suite test",
@@ -45,13 +52,14 @@ EXAMPLES = {
 }
 """A test id as each runner's report names it (the selector `selected` takes)."""
 
-KINDS = ("pytest", "go", "cargo", "vitest", "jest", "mocha", "node")
+KINDS = ("pytest", "go", "cargo", "nextest", "vitest", "jest", "mocha", "node")
 """The runners soda reads on its own (besides `gate.junit` and the exit code)."""
 
 LABELS = {
     "pytest": "pytest's JUnit XML",
     "go": "go test -json (test2json events)",
     "cargo": "cargo test's libtest output (--no-fail-fast)",
+    "nextest": "cargo nextest's JUnit report (--no-fail-fast)",
     "vitest": "vitest's json reporter",
     "jest": "jest's --json report",
     "mocha": "mocha's json reporter",
@@ -64,6 +72,7 @@ _PATTERNS = {
     "pytest": re.compile(rf"{_WORD}(?:py\.test|pytest){_END}"),
     "go": re.compile(rf"{_WORD}go\s+test{_END}"),
     "cargo": re.compile(rf"{_WORD}cargo\s+test{_END}"),
+    "nextest": re.compile(rf"{_WORD}cargo\s+nextest\s+run{_END}"),
     "vitest": re.compile(rf"{_WORD}vitest{_END}"),
     "jest": re.compile(rf"{_WORD}jest{_END}"),
     "mocha": re.compile(rf"{_WORD}mocha{_END}"),
@@ -119,6 +128,8 @@ def invocation(kind: str, command: str, reports_dir: Path, root: Path) -> Invoca
                 lambda m: f"{m.group(0)} --no-fail-fast", command, count=1
             )
         return Invocation(f"{{ {command}\n}} > {quoted} 2>&1", out)
+    if kind == "nextest":
+        return _nextest(command, reports_dir, out)
     if kind == "node":
         reporter = reports_dir / "soda_reporter.mjs"
         reporter.write_text(reports.NODE_REPORTER, encoding="utf-8")
@@ -134,6 +145,28 @@ def invocation(kind: str, command: str, reports_dir: Path, root: Path) -> Invoca
         "mocha": ["--reporter=json", "--reporter-option", f"output={out}"],
     }[kind]
     return Invocation(_append(command, args), out)
+
+
+_NEXTEST_PROFILE = re.compile(r"(?:^|\s)(?:--profile|-P)(?:=|\s+)([^\s;&|]+)")
+
+
+def _nextest(command: str, reports_dir: Path, out: Path) -> Invocation:
+    """nextest writes JUnit only where a profile's config says: soda's own tool
+    config file names `out` for the profile the command runs."""
+    found = _NEXTEST_PROFILE.search(command)
+    profile = found.group(1) if found else "default"
+    config = reports_dir / "nextest.toml"
+    config.write_text(
+        f"[profile.{json.dumps(profile)}.junit]\npath = {json.dumps(str(out))}\n",
+        encoding="utf-8",
+    )
+    args = ["--tool-config-file", f"soda:{config}"]
+    if "--no-fail-fast" not in command:
+        args.append("--no-fail-fast")
+    words = shlex.join(args)
+    return Invocation(
+        _PATTERNS["nextest"].sub(lambda m: f"{m.group(0)} {words}", command, count=1), out
+    )
 
 
 def _append(command: str, args: list[str]) -> str:
@@ -160,7 +193,9 @@ def parse(kind: str, report: Path, root: Path) -> Parsed | str:
     if kind == "go":
         return reports.parse_go(report)
     if kind == "cargo":
-        return reports.parse_libtest(report)
+        return libtest.parse_libtest(report)
+    if kind == "nextest":  # ids: binary id::test name (classname::name)
+        return reports.parse_junit(report)
     if kind in ("vitest", "jest"):
         return reports.parse_jest_json(report, root)
     if kind == "mocha":
@@ -206,6 +241,10 @@ def selected(kind: str | None, command: str, selector: str) -> str | None:
         words = command.rstrip()
         exact = " -- --exact" if "::" in selector and "/doctest::" not in selector else ""
         return f"{words} {shlex.quote(name)}{exact}"
+    if kind == "nextest":
+        return _PATTERNS["nextest"].sub(
+            lambda m: f"{m.group(0)} -E {shlex.quote(_nextest_filter(selector))}", command, count=1
+        )
     if kind in ("vitest", "jest", "mocha", "node"):
         file, _, title = selector.partition("::")
         args = [file] if file else []
@@ -219,6 +258,20 @@ def selected(kind: str | None, command: str, selector: str) -> str | None:
             )
         return _append(command, args)
     return None
+
+
+def _nextest_filter(selector: str) -> str:
+    """A filterset for one test id (`binary id::test name`; a binary id has
+    `::` of its own for an integration test, so each split is offered), or
+    for a test name alone."""
+    parts = selector.split("::")
+    if len(parts) == 1:
+        return f"test({selector})"
+    splits = (
+        f"(binary_id(={'::'.join(parts[:at])}) & test(={'::'.join(parts[at:])}))"
+        for at in range(1, len(parts))
+    )
+    return " | ".join(splits)
 
 
 def _js_pattern(kind: str, title: str) -> str:

@@ -99,13 +99,35 @@ def covers(target: str, test: str) -> bool:
     return False
 
 
+def inherited(target: str, test: str) -> bool:
+    """Whether `target`, a test of a class (`tests/test_x.py::Mixin::test_y`),
+    names `test` as run in another class of the same module: a mixin's or a
+    base class's tests are reported under the classes that inherit them
+    (`tests.test_x.TestHeir::test_y`), never under the class that defines them."""
+    location = target.strip().strip("`").partition("::")[0]
+    module = segments(location)[0]
+    want, params = segments(target)
+    if len(want) - len(module) < 2:  # no class named
+        return False
+    have, have_params = segments(test, written=False)
+    size = len(want)
+    for start in range(len(have) - size + 1):
+        window = have[start : start + size]
+        if window[: len(module)] == module and window[-1] == want[-1]:
+            at_end = start + size == len(have)
+            if not params or (at_end and params == have_params):
+                return True
+    return False
+
+
 def judge_one(report: TestReport, target: str) -> TargetResult:
-    """`target` on `report` (a run with per-test results)."""
-    covered = [
-        name
-        for name in sorted(report.passed | report.failed | report.skipped)
-        if covers(target, name)
-    ]
+    """`target` on `report` (a run with per-test results); a test of a class the
+    run never reports (a mixin) is judged by its runs in the classes that
+    inherit it (`inherited`)."""
+    every = sorted(report.passed | report.failed | report.skipped)
+    covered = [name for name in every if covers(target, name)]
+    if not covered:
+        covered = [name for name in every if inherited(target, name)]
     shown = tuple(covered[:MAX_COVERED])
     failed = [name for name in covered if name in report.failed]
     if failed:

@@ -191,6 +191,7 @@ class Session:
         )
         runner.should_stop = lambda: session.stop_requested
         runner.clock = session.clock  # a wait for the provider's limit runs on it
+        runner.jail = lambda: session.jail  # where agents' MCP servers run
         session.pulls = connect(config, db, milestone.branch)
         if start_run:
             session.start_run()

@@ -4,7 +4,8 @@ one repository and says what the person says: corrections, answers, verdicts
 on a waiting plan or merge, pause, resume, stop.
 
 The CLI hands in its own reports (`server.Reports`), as it does to the
-dashboard. Nothing else imports the MCP SDK (the optional `[mcp]` extra).
+dashboard. Besides this room only `soda.tools.servers` (the client side: MCP
+servers for soda's agents) imports the MCP SDK (the optional `[mcp]` extra).
 
     guard.py    who may serve: never inside soda's jail, only a state directory
                 soda made and this process can write

@@ -55,6 +55,19 @@ there is agent-run code, and `soda mcp serve` refuses to start under it."""
 _ALLOWED_ENV = ("PATH", "LANG", "LANGUAGE", "TERM", "TZ", "USER", "LOGNAME")
 
 
+@dataclass(frozen=True)
+class Mount:
+    """A directory outside the checkout shown in the jail at `target`: bound
+    read-write, or (`scratch`) through a throw-away overlay whose writes vanish
+    with the jail, so the command reads `source` but cannot change it (needs
+    `Jail.can_seal(source)`). With mode "none" there is no jail to mount into:
+    the caller gives the command `source` itself or nothing."""
+
+    source: Path
+    target: Path
+    scratch: bool = False
+
+
 class JailUnavailable(UserError):
     """The jail cannot be made here; the message says why and what to do."""
 
@@ -211,19 +224,20 @@ class Jail:
         extra_env: Mapping[str, str] | None = None,
         writable: Sequence[Path] = (),
         sealed: bool = False,
+        mounts: Sequence[Mount] = (),
     ) -> CommandResult:
         """Run `command` (a string goes through /bin/sh -c) with `worktree` as the
         repository; `writable` paths outside it are bound read-write at their own
-        path (a report directory). `sealed` (only where `can_seal`): the command's
-        writes to the worktree go to a throw-away overlay. A non-zero exit is
-        data, never an exception."""
+        path (a report directory), `mounts` where they say. `sealed` (only where
+        `can_seal`): the command's writes to the worktree go to a throw-away
+        overlay. A non-zero exit is data, never an exception."""
         argv = ["/bin/sh", "-c", command] if isinstance(command, str) else list(command)
         if self.mode == "none":
             if sealed:
                 raise ValueError("a sealed run needs the bwrap jail (see can_seal)")
             env = scrubbed_env({**(extra_env or {}), JAIL_MARK: "1"})
             return run(argv, worktree, timeout, env, output_limit)
-        with self.wrapper(worktree, writable, sealed) as prefix:
+        with self.wrapper(worktree, writable, sealed, mounts) as prefix:
             result = run(
                 [*prefix, *argv], worktree, timeout, self.environment(extra_env), output_limit
             )
@@ -234,7 +248,11 @@ class Jail:
 
     @contextlib.contextmanager
     def wrapper(
-        self, worktree: Path, writable: Sequence[Path] = (), sealed: bool = False
+        self,
+        worktree: Path,
+        writable: Sequence[Path] = (),
+        sealed: bool = False,
+        mounts: Sequence[Mount] = (),
     ) -> Iterator[list[str]]:
         """The `bwrap ... --` words that put a command in this jail (none with
         mode "none"), valid inside the block: for a caller that runs the command
@@ -246,7 +264,8 @@ class Jail:
         mount_points = [] if sealed else self._bound_names(Path(worktree))
         try:
             with tempfile.TemporaryDirectory(prefix="soda-jail-") as runtime:
-                yield self._bwrap_argv(Path(worktree), Path(runtime), writable, sealed)
+                argv = self._bwrap_argv(Path(worktree), Path(runtime), writable, sealed)
+                yield argv[:-1] + _mount_args(mounts) + argv[-1:]
         finally:
             # bwrap leaves the (empty) directories it mounted on in the worktree.
             for name in mount_points:
@@ -334,6 +353,17 @@ class Jail:
                 masked.write_text(_URL_CREDENTIALS.sub(r"\1", text), encoding="utf-8")
                 binds += ["--ro-bind", str(masked), str(JAIL_GIT / name)]
         return binds
+
+
+def _mount_args(mounts: Sequence[Mount]) -> list[str]:
+    args: list[str] = []
+    for mount in mounts:
+        source, target = os.path.realpath(mount.source), str(mount.target)
+        if mount.scratch:
+            args += ["--overlay-src", source, "--tmp-overlay", target]
+        else:
+            args += ["--bind", source, target]
+    return args
 
 
 def _interpreters(test_command: str, root: Path, bind_ignored: Sequence[str]) -> list[Path]:

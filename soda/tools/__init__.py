@@ -5,7 +5,9 @@ one directory.
 
 Two toolboxes are built here: `read_only_tools` for ORIENT's agents and
 `worktree_tools` for the executor. The terminal tools (submit, cannot_complete)
-belong to the runtime, not here.
+belong to the runtime, not here; so does the choice of the MCP servers an agent
+run is given (`servers.py`: `[mcp.servers]`, started in the jail, their tools
+offered beside these, in the toolbox's `root`).
 
 May import: config, errors, gate, llm, repo, system.
 """
@@ -56,7 +58,8 @@ def read_only_tools(
             *repo_map_tools(sandbox, repo_map_tokens),
             *git_tools(sandbox, repo, output_limit),
             *(test_tools(*tests) if tests else []),
-        ]
+        ],
+        root=sandbox.root,
     )
 
 

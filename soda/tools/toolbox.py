@@ -22,6 +22,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 from jsonschema import Draft202012Validator
@@ -94,7 +95,10 @@ SCOPE_PATH = "File or directory relative to the repository root; null means ever
 class Toolbox:
     """The tools one agent may call, by name."""
 
-    def __init__(self, tools: Iterable[Tool]) -> None:
+    def __init__(self, tools: Iterable[Tool], root: Path | None = None) -> None:
+        self.root = root
+        """The directory its tools are confined to (where an agent's MCP servers
+        run: soda.tools.servers); None when it has none."""
         self.tools: dict[str, Tool] = {}
         for tool in tools:
             if tool.spec.name in self.tools:
@@ -109,7 +113,7 @@ class Toolbox:
 
     def extended(self, tools: Iterable[Tool]) -> Toolbox:
         """A new toolbox with these tools added (names must stay unique)."""
-        return Toolbox([*self.tools.values(), *tools])
+        return Toolbox([*self.tools.values(), *tools], self.root)
 
     def call(self, name: str, input: dict[str, Any]) -> ToolOutcome:
         tool = self.tools.get(name)

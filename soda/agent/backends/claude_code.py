@@ -3,8 +3,9 @@
 Headless and bare: `--bare` (no hooks, no CLAUDE.md discovery, no plugins, the
 key only from the environment), `--setting-sources user` (the private, empty
 home: no person's or repository's settings), `--strict-mcp-config` (no MCP
-server), permissions bypassed (`IS_SANDBOX=1`, which it needs when run as root):
-soda's jail is the perimeter. Its events: `system/init`, `assistant` messages
+server but the executor's `[mcp.servers]`, in soda's `--mcp-config`),
+permissions bypassed (`IS_SANDBOX=1`, which it needs when run as root): soda's
+jail is the perimeter. Its events: `system/init`, `assistant` messages
 (text and `tool_use` blocks), `user` messages (tool results), and one `result`
 whose `is_error` and `subtype` are authoritative (an error may exit 0). A
 `rate_limit_event` whose status is `rejected` says the subscription's or key's
@@ -13,10 +14,13 @@ limit is spent until its `resetsAt`: soda waits it out (soda.agent.quota).
 
 from __future__ import annotations
 
+import json
 import os
+from collections.abc import Sequence
+from pathlib import Path
 from typing import Any
 
-from soda.agent.backends.port import PLACEHOLDER_KEY, Step, Transcript
+from soda.agent.backends.port import PLACEHOLDER_KEY, Launch, Step, Transcript
 from soda.agent.backends.proxy import Route
 from soda.config import Config
 
@@ -26,12 +30,28 @@ DEFAULT_UPSTREAM = "https://api.anthropic.com"
 class ClaudeCode:
     name = "claude-code"
 
-    def command(self, binary: str, prompt: str, model: str) -> list[str]:
+    def command(
+        self, binary: str, prompt: str, model: str, options: Sequence[str] = ()
+    ) -> list[str]:
         return [
             binary, "-p", prompt, "--output-format", "stream-json", "--verbose",
             "--model", model, "--dangerously-skip-permissions", "--bare",
             "--setting-sources", "user", "--strict-mcp-config", "--no-session-persistence",
+            *options,
         ]  # fmt: skip
+
+    def mcp_options(self, servers: dict[str, Launch], directory: Path) -> list[str]:
+        """`--mcp-config` with a file soda writes (`--strict-mcp-config` stays: no
+        other server counts); a stdio server inherits the CLI's environment."""
+        if not servers:
+            return []
+        described = {
+            name: {"type": "stdio", "command": launch.command, "args": launch.args}
+            for name, launch in servers.items()
+        }
+        path = directory / "mcp.json"
+        path.write_text(json.dumps({"mcpServers": described}), encoding="utf-8")
+        return ["--mcp-config", str(path)]
 
     def environment(self, home: str) -> dict[str, str]:
         return {

@@ -2,7 +2,8 @@
 
 The provider is soda's (`model_providers.soda`: the proxy's address, the
 Responses API, the placeholder key's variable), the person's config ignored
-(`--ignore-user-config`, a private CODEX_HOME), no exec-policy rules, its own
+(`--ignore-user-config`, a private CODEX_HOME), no MCP server but `[mcp.servers]`'
+for the executor (`-c mcp_servers.NAME=...`), no exec-policy rules, its own
 approvals and sandbox bypassed: soda's jail is the perimeter. Stdin is closed
 (it reads it otherwise). Its events: `thread.started`, `turn.started`,
 `item.started`/`item.completed` (agent messages, commands, file changes),
@@ -15,11 +16,14 @@ limit is read by the egress proxy from the 429's headers.
 
 from __future__ import annotations
 
+import json
 import re
 import time
+from collections.abc import Sequence
+from pathlib import Path
 from typing import Any
 
-from soda.agent.backends.port import PLACEHOLDER_KEY, Step, Transcript
+from soda.agent.backends.port import PLACEHOLDER_KEY, Launch, Step, Transcript
 from soda.agent.backends.proxy import Route
 from soda.config import Config
 
@@ -36,7 +40,9 @@ UNIT_SECONDS = {"day": 86_400, "hour": 3_600, "minute": 60, "second": 1}
 class Codex:
     name = "codex"
 
-    def command(self, binary: str, prompt: str, model: str) -> list[str]:
+    def command(
+        self, binary: str, prompt: str, model: str, options: Sequence[str] = ()
+    ) -> list[str]:
         provider = (
             '{name="soda", base_url="http://127.0.0.1:@SODA_PORT@/v1", '
             f'env_key="{KEY_VARIABLE}", wire_api="responses"}}'
@@ -47,8 +53,20 @@ class Codex:
             "--dangerously-bypass-approvals-and-sandbox",
             "-c", "model_provider=soda", "-c", f"model_providers.soda={provider}",
             "-c", "mcp_servers={}", "-c", "analytics.enabled=false",
-            "-c", "check_for_update_on_startup=false", "-m", model, prompt,
+            "-c", "check_for_update_on_startup=false", *options, "-m", model, prompt,
         ]  # fmt: skip
+
+    def mcp_options(self, servers: dict[str, Launch], directory: Path) -> list[str]:
+        """One `-c mcp_servers.NAME={...}` each, over the empty table (the person's
+        config is ignored); `env_vars` passes the named variables through."""
+        options = []
+        for name, launch in servers.items():
+            table = (
+                f"{{command={json.dumps(launch.command)}, args={json.dumps(launch.args)},"
+                f" env_vars={json.dumps(launch.env)}}}"
+            )
+            options += ["-c", f"mcp_servers.{name}={table}"]
+        return options
 
     def environment(self, home: str) -> dict[str, str]:
         return {KEY_VARIABLE: PLACEHOLDER_KEY, "HOME": home, "CODEX_HOME": f"{home}/.codex"}

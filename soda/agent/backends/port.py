@@ -13,7 +13,9 @@ executor, run by ACT directly.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any, Protocol
 
 from soda.agent.backends.proxy import Route
@@ -67,13 +69,32 @@ class Transcript:
         return step
 
 
+@dataclass(frozen=True)
+class Launch:
+    """How a CLI starts one of its MCP servers (through soda's filter)."""
+
+    command: str
+    args: list[str]
+    env: list[str]
+    """Variables of the CLI's environment the server needs (its secrets)."""
+
+
 class Backend(Protocol):
     """A coding CLI as soda's executor."""
 
     name: str
 
-    def command(self, binary: str, prompt: str, model: str) -> list[str]:
-        """The argv that runs one task headless, its events as JSON lines on stdout."""
+    def command(
+        self, binary: str, prompt: str, model: str, options: Sequence[str] = ()
+    ) -> list[str]:
+        """The argv that runs one task headless, its events as JSON lines on stdout,
+        with `options` (its MCP servers') before the prompt."""
+        ...
+
+    def mcp_options(self, servers: dict[str, Launch], directory: Path) -> list[str]:
+        """The options that give it exactly these MCP servers (by name: how each is
+        started, and the names of the variables it needs from the CLI's environment);
+        a file it reads may be written into `directory` (bound read-only into the jail)."""
         ...
 
     def environment(self, home: str) -> dict[str, str]:

@@ -26,12 +26,13 @@ from importlib import resources
 from pathlib import Path
 
 from soda.agent.backends.pins import Pin, find_binary
-from soda.agent.backends.port import Backend, Transcript
+from soda.agent.backends.port import Backend, Launch, Transcript
 from soda.agent.backends.proxy import EgressProxy, Emit, Record
 from soda.config import Config
 from soda.errors import BudgetExhausted, CredentialsError, Interrupted
 from soda.system.jail import Jail
 from soda.system.watched import WatchLimits, run_watched
+from soda.tools.servers import secret_values
 
 JAIL_HOME = "/tmp/soda-home"
 """The CLI's home inside the jail: in the jail's private /tmp, empty at the start."""
@@ -107,7 +108,9 @@ def run_cli(
         launcher.write_text(source.read_text(encoding="utf-8"), encoding="utf-8")
         home = JAIL_HOME if jail.mode != "none" else str(proxy.directory / "home")
         templates = [f"{k}={v}" for k, v in backend.environment(home).items()]
-        command = backend.command(str(binary), prompt, backend.model(config))
+        servers, secrets = cli_servers(config, proxy.directory)
+        options = backend.mcp_options(servers, proxy.directory)
+        command = backend.command(str(binary), prompt, backend.model(config), options)
         argv = [sys.executable, "-I", str(launcher), str(proxy.socket_path), *templates, "--"]
         confined = dataclasses.replace(
             jail, expose=(*jail.expose, proxy.directory, *_outside(binary, jail))
@@ -124,7 +127,7 @@ def run_cli(
             watched = run_watched(
                 [*prefix, *argv, *command],
                 worktree,
-                confined.environment(),
+                confined.environment(secrets),
                 on_line,
                 WatchLimits(limits.task_timeout, limits.idle_timeout, limits.result_grace),
                 stop,
@@ -147,6 +150,27 @@ def run_cli(
          "seconds": watched.duration_s},
     )  # fmt: skip
     return outcome
+
+
+def cli_servers(config: Config, directory: Path) -> tuple[dict[str, Launch], dict[str, str]]:
+    """The executor's `[mcp.servers]` as a CLI starts them: each through soda's
+    filter (`mcp_filter.py`, copied into `directory`: the allow-list, framed
+    descriptions, results cut to the tool-result limit), and the secrets they
+    name, from soda's environment, for the CLI's."""
+    configured = config.mcp.for_agent("executor")
+    if not configured:
+        return {}, {}
+    script = directory / "mcp_filter.py"
+    source = resources.files("soda.agent.backends").joinpath("mcp_filter.py")
+    script.write_text(source.read_text(encoding="utf-8"), encoding="utf-8")
+    servers, secrets = {}, {}
+    for name, server in configured.items():
+        secrets.update(secret_values(name, server))
+        spec = {"server": name, "tools": server.tools,
+                "result_chars": config.context.tool_result_chars}  # fmt: skip
+        args = ["-I", str(script), json.dumps(spec), "--", server.command, *server.args]
+        servers[name] = Launch(sys.executable, args, list(server.env))
+    return servers, secrets
 
 
 def _ending(transcript: Transcript, killed: str, code: int | None, stderr: str) -> CliOutcome:

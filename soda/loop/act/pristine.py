@@ -54,6 +54,11 @@ class Watched:
     def specs(self) -> list[ToolSpec]:
         return self.tools.specs()
 
+    @property
+    def root(self) -> Path | None:
+        """The worktree (where the executor's MCP servers run)."""
+        return self.sandbox.root
+
     def call(self, name: str, arguments: dict[str, Any]) -> Any:
         if name in self.writers and isinstance(arguments.get("path"), str):
             self.written.append(arguments["path"])

@@ -233,7 +233,9 @@ class PlanRun:
                 self._history.get(task.id),
             )  # fmt: skip
             executor = executor_for(backend_for(session.config, task.tool_hints))
-            tools.unsure = tools.unsure or not executor.watched  # it ran commands of its own
+            # A program ran commands of its own, an MCP server ran beside it: neither watched.
+            mcp = bool(session.config.mcp.for_agent("executor"))
+            tools.unsure = tools.unsure or not executor.watched or mcp
             job = Job(
                 session.config, session.jail, ws, task.title, inputs, tools,
                 resume.messages if resume else None, self.runner(), self._recorder,
