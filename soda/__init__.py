@@ -34,7 +34,8 @@ LAYERS: dict[str, frozenset[str]] = {
     "loop": _GROUND
     | {"system", "repo", "contracts", "llm", "store", "events", "trace", "gate", "human"}
     | {"forge", "tools", "agent"},
-    "daemon": _GROUND | {"system", "repo", "contracts", "llm", "store", "events", "human", "loop"},
+    "daemon": _GROUND
+    | {"system", "repo", "contracts", "llm", "store", "events", "human", "forge", "loop"},
     "fleet": _GROUND | {"system", "repo", "contracts", "store", "events", "human", "loop"},
     # faces: what a person runs and looks at
     "web": _GROUND | {"system", "contracts", "store", "events", "trace", "human"},

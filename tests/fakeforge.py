@@ -58,7 +58,10 @@ _ROUTES: list[tuple[str, str]] = [
     ("POST", "/repos/{owner}/{repo}/pulls/{pull_number}/comments/{comment_id}/replies"),
     ("POST", "/repos/{owner}/{repo}/issues/{issue_number}/comments"),
     ("GET", "/repos/{owner}/{repo}/issues"),
+    ("GET", "/repos/{owner}/{repo}/issues/{issue_number}/events"),
+    ("GET", "/repos/{owner}/{repo}/collaborators/{username}/permission"),
 ]
+WRITING = frozenset({"OWNER", "MEMBER", "COLLABORATOR"})
 
 
 def _pattern(template: str) -> re.Pattern[str]:
@@ -99,6 +102,12 @@ class FakeForge:
         self.issues: dict[int, dict[str, Any]] = {}
         """Issues by number (numbered after the pull requests, as GitHub shares
         one sequence): `add_issue`."""
+        self.issue_events: dict[int, list[dict[str, Any]]] = {}
+        """Each issue's events (labels added and removed, by whom), oldest first."""
+        self.permissions: dict[str, str] = {}
+        """A login's permission on the repository; unset: `write` for a login last
+        seen as OWNER, MEMBER or COLLABORATOR, else `read`."""
+        self._roles: dict[str, str] = {SODA_LOGIN: "OWNER"}
         self.faults: deque[Fault] = deque()
         self.requests: list[Seen] = []
         self.problems: list[str] = []
@@ -156,6 +165,10 @@ class FakeForge:
         return self._add(self.reviews, number, review)
 
     def add_issue_comment(self, number: int, login: str, association: str, body: str) -> int:
+        self._roles[login] = association
+        with self.lock:
+            if number in self.issues:
+                self.issues[number]["updated_at"] = _moment()
         return self._add(
             self.issue_comments, number, _by("issue-comment", login, association, body)
         )
@@ -163,24 +176,49 @@ class FakeForge:
     def add_issue(
         self, login: str, association: str, title: str, body: str, labels: tuple[str, ...]
     ) -> int:
-        """An open issue filed by `login`; its number."""
+        """An open issue filed by `login` (who also added its `labels`); its number."""
         issue = openapi.component("issue")
         with self.lock:
+            self._roles[login] = association
             number = 100 + len(self.issues) + 1
+            for name in labels:
+                self._event(number, "labeled", login, name)
             issue.update(
                 id=next(_ids), number=number, title=title, body=body, user=_user(login),
                 author_association=association, state="open",
-                labels=[_label(name) for name in labels],
+                labels=[_label(name) for name in labels], updated_at=_moment(),
             )  # fmt: skip
             issue.pop("pull_request", None)
             self.issues[number] = issue
         return number
 
-    def edit_issue(self, number: int, **fields: Any) -> None:
+    def edit_issue(self, number: int, by: str | None = None, **fields: Any) -> None:
+        """Change an issue's fields as `by` (its author unless given); a change of
+        labels is recorded as `labeled`/`unlabeled` events by `by`."""
         with self.lock:
+            issue = self.issues[number]
+            actor = by or issue["user"]["login"]
             if "labels" in fields:
+                had = [label["name"] for label in issue["labels"]]
+                for name in [n for n in had if n not in fields["labels"]]:
+                    self._event(number, "unlabeled", actor, name)
+                for name in [n for n in fields["labels"] if n not in had]:
+                    self._event(number, "labeled", actor, name)
                 fields["labels"] = [_label(name) for name in fields["labels"]]
-            self.issues[number].update(fields)
+            issue.update(fields)
+            issue["updated_at"] = _moment()
+
+    def _event(self, number: int, kind: str, login: str, label: str | None = None) -> None:
+        schema = {"labeled": "labeled-issue-event", "unlabeled": "unlabeled-issue-event"}
+        event = openapi.component(schema.get(kind, "labeled-issue-event"))
+        event.update(id=next(_ids), event=kind, actor=_user(login))
+        if label is not None:
+            event["label"] = {"name": label, "color": "ededed"}
+        self.issue_events.setdefault(number, []).append(event)
+
+    def permission(self, login: str) -> str:
+        role = self._roles.get(login, "NONE")
+        return self.permissions.get(login) or ("write" if role in WRITING else "read")
 
     def _add(
         self, where: dict[int, list[dict[str, Any]]], number: int, item: dict[str, Any]
@@ -324,6 +362,8 @@ class FakeForge:
                 return 200, paged(self.issue_comments.get(number, []))
             comment = _by("issue-comment", SODA_LOGIN, "OWNER", body["body"])
             self.issue_comments.setdefault(number, []).append(comment)
+            if number in self.issues:
+                self.issues[number]["updated_at"] = _moment()
             return 201, comment
         if template == "/repos/{owner}/{repo}/issues":
             wanted = {name for name in query.get("labels", "").split(",") if name}
@@ -334,6 +374,13 @@ class FakeForge:
                 and wanted <= {label["name"] for label in issue["labels"]}
             ]
             return 200, paged(found)
+        if template.endswith("/events"):
+            return 200, paged(self.issue_events.get(number, []))
+        if template.endswith("/permission"):
+            login = args["username"]
+            answer = openapi.example("GET", template, 200)
+            answer.update(permission=self.permission(login), role_name=self.permission(login))
+            return 200, answer
         if template.endswith("/replies"):
             parent = int(args["comment_id"])
             original = next(c for c in self.review_comments[number] if c["id"] == parent)
@@ -409,6 +456,11 @@ def _by(schema: str, login: str, association: str, body: str, **more: Any) -> di
     item.update(id=next(_ids), user=_user(login), author_association=association, body=body)
     item.update(more)
     return dict(item)
+
+
+def _moment() -> str:
+    """A distinct `updated_at` for each change, as GitHub's own moves on."""
+    return f"2026-01-01T00:00:00.{next(_ids):06d}Z"
 
 
 def _label(name: str) -> dict[str, Any]:

@@ -38,6 +38,7 @@ KEYS = {
     "next_wake",
     "pull_request",
     "provider_wait",
+    "tracker",
 }
 
 
@@ -55,7 +56,7 @@ def test_status_of_a_fresh_project(repo: Path) -> None:
     assert found["paused"] is False and found["pending_approval"] is None
     assert found["rejected_inputs"] == [] and found["last_error"] is None
     assert found["questions"] == [] and found["next_wake"] is None
-    assert found["pull_request"] is None
+    assert found["pull_request"] is None and found["tracker"] is None  # [tracker] is off
     day = [b for b in found["budgets"] if b["key"] == "budget.max_cost_usd_per_day"]
     assert day and day[0]["used"] == 0 and day[0]["spent"] is False
     text = soda("status", cwd=repo).stdout.splitlines()

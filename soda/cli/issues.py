@@ -16,13 +16,11 @@ from typing import Annotated
 
 import typer
 
-from soda.cli.app import Project, app, handled, out, project_of, say
+from soda.cli.app import app, handled, out, project_of, say
 from soda.cli.view import JSON_HELP
-from soda.contracts import HumanInput
+from soda.daemon.issues import reader
 from soda.forge import connect_tracker
 from soda.forge import tracker as intake
-from soda.human import commands
-from soda.human.checks import DatabaseRecord
 from soda.store import tracker as rows
 
 issues = typer.Typer(
@@ -65,19 +63,7 @@ def sync(ctx: typer.Context) -> None:
     """
     project = project_of(ctx)
     tracker = connect_tracker(project.config, project.db)
-    done = intake.sync(tracker, project.config, project.db, reader(project))
+    done = intake.sync(tracker, project.config, project.db, reader(project.db, project.config))
     queued = ", ".join(f"#{n}" for n in done.queued) or "none"
     data = ", ".join(f"#{n}" for n in done.data) or "none"
     say(f"queued: {queued}; kept as data (not a writer's): {data}; inputs: {done.inputs}")
-
-
-def reader(project: Project) -> intake.Reader:
-    """How a writer's comment on an issue becomes an input: soda.human.commands
-    builds it, with the comment as its provenance."""
-    record = DatabaseRecord(project.db, project.config)
-
-    def read(who: str, text: str) -> HumanInput:
-        by = commands.Provenance(commands.Face.TRACKER, who)
-        return commands.slash(record, by, text).item
-
-    return read

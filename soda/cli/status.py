@@ -21,6 +21,7 @@ from soda.agent import quota
 from soda.config import Config
 from soda.contracts import IterationPlan
 from soda.forge import report as forge_report
+from soda.forge.tracker import waiting
 from soda.human import paused
 from soda.human.approval import plan_risk, waiting_what
 from soda.human.files import PROCESSED, REASON, REJECTED
@@ -28,6 +29,7 @@ from soda.human.write import inbox_dir
 from soda.repo.milestone import milestone_branch
 from soda.store import approvals, history, human_inputs, questions, runs
 from soda.store import events as event_rows
+from soda.store import tracker as tracker_rows
 from soda.system.clock import moment
 from soda.system.lifecycle import next_wake
 from soda.system.lock import running_pid
@@ -35,6 +37,8 @@ from soda.system.lock import running_pid
 REASON_BYTES = 1000
 """How much of a rejected file's `.reason` note status reads."""
 REJECTED_SHOWN = 5
+FINISHED_SHOWN = 5
+"""Ended tracker issues `soda status --json` lists (the newest)."""
 """Rejected files listed by name in the text output (all are in --json)."""
 
 
@@ -71,6 +75,11 @@ class Status:
     provider_wait: str | None = None
     """"waiting for the provider's limit until T" while the running iteration waits
     out a provider's rate limit (soda.agent.quota), making no model call."""
+    tracker: dict[str, Any] | None = None
+    """`[tracker] enabled`: {"in_progress": the issue being worked or None,
+    "waiting": the queued issues in the order they will run, "finished": the
+    latest ended ones}, each {"number", "title", "state", "branch", "pr",
+    "depends", "last_word"}."""
 
     def to_json(self) -> dict[str, Any]:
         return {"running": self.pid is not None, **asdict(self)}
@@ -113,6 +122,8 @@ class Status:
             lines.append(f"last error: {e['kind']}{where} at {e['at']}: {e['reason']}")
         if self.next_wake:
             lines.append(f"next wake: {self.next_wake}")
+        if self.tracker:
+            lines += _tracker_lines(self.tracker)
         if self.pull_request:
             lines += forge_report.lines(self.pull_request)
         if self.budgets:
@@ -124,8 +135,47 @@ class Status:
         return json.dumps(self.to_json(), default=str)
 
 
+def _issue(item: tracker_rows.TrackerItem) -> dict[str, Any]:
+    return {
+        "number": item.number, "title": item.title, "state": item.state,
+        "branch": item.branch, "pr": item.pr_number, "depends": list(item.depends),
+        "last_word": item.last_word,
+    }  # fmt: skip
+
+
+def _tracker(config: Config, db: Database) -> dict[str, Any] | None:
+    if not config.tracker.enabled:
+        return None
+    items = tracker_rows.items(db)
+    running = [item for item in items if item.state == "running"]
+    ended = [item for item in items if item.state in ("done", "stuck", "halted", "cancelled")]
+    return {
+        "in_progress": _issue(running[0]) if running else None,
+        "waiting": [_issue(item) for item in waiting(db, config.tracker.priority)],
+        "finished": [_issue(item) for item in ended[-FINISHED_SHOWN:]],
+    }
+
+
+def _tracker_lines(tracker: dict[str, Any]) -> list[str]:
+    now = tracker["in_progress"]
+    lines = [
+        f"issue in progress: #{now['number']} {now['title']} ({now['branch']})"
+        if now
+        else "issue in progress: none"
+    ]
+    for item in tracker["waiting"]:
+        after = ", ".join(f"#{n}" for n in item["depends"])
+        lines.append(
+            f"  waiting: #{item['number']} {item['title']}" + (f" (after {after})" if after else "")
+        )
+    return lines
+
+
 def status(config: Config, db: Database) -> Status:
     pid = running_pid(config.state_dir)
+    issues = _tracker(config, db)
+    working = issues["in_progress"] if issues and issues["in_progress"] else None
+    branch = working["branch"] if working else milestone_branch(config)
     current = runs.unfinished_iteration(db) if pid else None
     last = runs.last_decision(db)
     return Status(
@@ -144,8 +194,9 @@ def status(config: Config, db: Database) -> Status:
         budgets=_budgets(config, db),
         questions=_questions(db),
         next_wake=next_wake(config.state_dir) if pid else None,
-        pull_request=forge_report.summary(db, milestone_branch(config)),
+        pull_request=forge_report.summary(db, branch),
         provider_wait=_provider_wait(db, current[0]) if current else None,
+        tracker=issues,
     )
 
 

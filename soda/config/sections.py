@@ -327,8 +327,9 @@ class ForgeConfig(Section):
 class TrackerConfig(Section):
     enabled: bool = False
     """Take work from the forge's issues (`[forge]` names the forge, its token and
-    repository): each open issue carrying `label`, filed by a writer, becomes a
-    queued milestone with its own spec and branch (`soda issues sync`)."""
+    repository): each open issue a writer gave `label` becomes a queued milestone
+    with its own spec and branch, which the daemon works one at a time (`soda
+    issues sync` reads the tracker in the foreground)."""
     label: str = Field("soda", min_length=1, max_length=50)
     """The label that means "soda, take this"."""
     writers: list[str] = Field(default_factory=list)
@@ -337,6 +338,17 @@ class TrackerConfig(Section):
     comments are stored as data and never acted on."""
     spec_dir: str = "specs"
     """Where each issue's spec is written (`specs/issue-N.md`), relative to soda.toml."""
+    poll_seconds: float = Field(60.0, ge=0, le=86_400, allow_inf_nan=False)
+    """How often, in seconds, the daemon reads the tracker (0-86400; at its ticks:
+    `[daemon] tick_seconds` bounds how often it looks). Reads are conditional: an
+    unchanged tracker costs no rate limit after the first read, and never a model
+    call."""
+    priority: list[str] = Field(
+        default_factory=lambda: ["priority:high", "priority:medium", "priority:low"]
+    )
+    """Labels that order the queue, first first: of the issues ready to run (their
+    "Depends on #M" done), one carrying an earlier label here runs first, then the
+    oldest."""
 
 
 ExecutorBackend = Literal["builtin", "claude-code", "codex"]

@@ -10,6 +10,11 @@
     soda stop   -> SIGTERM; the daemon stops at the next safe point and exits 0;
                    after --timeout a second SIGTERM stops it at once
 
+With `[tracker] enabled` the work is the tracker's queue (soda.daemon.issues):
+each look reads the tracker when `poll_seconds` have passed, and the run stepped
+is the issue in progress, one issue's run at a time, each ending moving on to
+the next.
+
 What follows an iteration is the daemon's row of soda.loop.policy: after
 CONTINUE the daemon iterates again at once; after DONE, STUCK or HALT it closes
 the run, runs `notify_command` and idles: no model calls and no busy loop, until
@@ -27,6 +32,7 @@ import os
 import signal
 import threading
 import traceback
+from dataclasses import replace
 from datetime import datetime
 from pathlib import Path
 from types import FrameType
@@ -36,6 +42,7 @@ from apscheduler.schedulers.background import BackgroundScheduler
 from soda.config import Config, LiveConfig, load
 from soda.contracts.outcomes import RunStatus
 from soda.daemon.flags import SETTLE_SECONDS, Flags, settle_delay, take
+from soda.daemon.issues import IssueQueue
 from soda.daemon.parts import LOG_NAME, keep_watching
 from soda.errors import SodaError, UserError
 from soda.events import Events, notify
@@ -83,6 +90,9 @@ class Daemon:
         """A `pause` came: no iteration until a `resume`."""
         self.resumed = False
         """A `resume` came: the next wake iterates even if nothing else changed."""
+        self.issues: IssueQueue | None = None
+        """`[tracker] enabled`: the work is the tracker's queue (soda.daemon.issues),
+        one issue's run at a time, not the project's spec."""
 
     @property
     def config(self) -> Config:
@@ -126,6 +136,8 @@ class Daemon:
         run = open_run(self.live, start=False, stopping=self.flags.stop)
         self.loop = run
         run.check_jail()
+        if self.config.tracker.enabled:
+            self.issues = IssueQueue(self.live, run.db, self.flags.stop, self.say, run.model)
         return run
 
     def _serve(self, run: Run) -> int:
@@ -163,6 +175,8 @@ class Daemon:
             self.flags.stop.set()
             publish_wake(self.config.state_dir, None)
             scheduler.shutdown(wait=False)
+            if self.issues is not None:
+                self.issues.finish(status, reason)
             run.finish(status, reason)  # once: a run closed already stays as it was
             release_lock(self.config.state_dir)
             self.say(f"soda daemon {status}")
@@ -186,7 +200,17 @@ class Daemon:
         spec_changed = take(self.flags.spec_changed)
         if report.accepted or spec_changed:
             self.idle = False
+        if self.issues is not None and self.issues.news(self.issues.poll()):
+            self.idle = False  # the tracker's news: an issue queued, answered, cancelled
         self._apply_control(run)
+        if self.issues is not None and not (self.flags.stop.is_set() or self.paused):
+            if not in_window(self.windows, now or datetime.now()):
+                return
+            work = self.issues.work()  # the issue in progress, or the next one's run
+            self.idle = work is None
+            if work is None:
+                return
+            run = work
         if self.idle and not self.paused and run.look(self.say):
             self.idle = False  # the pull request's news, or a suspended plan's time is up
         if self.flags.stop.is_set() or self.paused or self.idle:
@@ -195,6 +219,9 @@ class Daemon:
             return
         skip = None if self.resumed else run.nothing_new()
         self.resumed = False
+        if skip is not None and self.issues is not None and self.issues.settled():
+            self.flags.wake.set()  # the issue had ended before a restart: the next one
+            return
         if skip is not None:  # a free wake: no run, no iteration, no model call
             run.events.emit("wake.skipped", {"reason": skip})
             self.say(f"wake skipped: {skip}")
@@ -204,6 +231,8 @@ class Daemon:
         then = after(Host.DAEMON, step.ending)
         if then.close_run:
             run.finish(step.ending.run_status, step.reason)
+        if self.issues is not None and self.issues.after(step):
+            then = replace(then, next=Next.AGAIN)  # the issue ended: the next one at once
         if then.next is Next.AGAIN:
             self.flags.wake.set()  # more work: go again without waiting for a tick
         elif then.next is Next.IDLE:
@@ -220,6 +249,8 @@ class Daemon:
             return None
         if self.paused:
             return "when resumed (`soda resume`)"
+        if self.idle and self.issues is not None:
+            return f"at the next read of the tracker, within {self._poll_seconds():g} s"
         if self.idle:
             if self.loop is not None and self.loop.has_pull_request:
                 return (
@@ -234,13 +265,22 @@ class Daemon:
             return f"at {first.isoformat(timespec='minutes')} (daemon.windows)" if first else None
         return f"at the next tick, within {self.config.daemon.tick_seconds:g} s"
 
+    def _poll_seconds(self) -> float:
+        tracker = self.config.tracker.poll_seconds
+        return max(tracker, self.config.daemon.tick_seconds)
+
     def _apply_control(self, run: Run) -> None:
         for action in run.take_controls():
             kind = action.kind
+            source = action.source_file or ""
             if kind == Control.PAUSE:
                 self.paused = True
             elif kind == Control.RESUME:  # a person asks for work: never a free wake
                 self.paused, self.idle, self.resumed = False, False, True
+            elif kind == Control.STOP and source.startswith("tracker:"):
+                if self.issues is not None:  # an issue's `/soda stop` stops that issue
+                    self.issues.stop(source, f"/soda stop ({source})")
+                continue  # said by the queue; the daemon goes on
             elif kind == Control.STOP:
                 self.flags.stop.set()
             self.say(f"control: {action.response}")
@@ -261,6 +301,8 @@ class Daemon:
         # (The model keeps the [model] settings it was built with, as it always
         # has: another provider or endpoint takes a restart.)
         self.live.current, self.windows = config, windows
+        if self.issues is not None:
+            self.issues.reload(config)
         run.events.emit("config.reloaded", {})
         self.say("SIGHUP: soda.toml reloaded")
 

@@ -17,7 +17,7 @@ from sqlite_utils import Database
 from soda.config import ForgeConfig
 from soda.errors import CredentialsError, UserError
 from soda.forge.http import ForgeRefused, RestClient
-from soda.forge.port import Check, Comment, CommentKind, Issue, PullRequest
+from soda.forge.port import Check, Comment, CommentKind, Issue, IssueEvent, PullRequest
 from soda.store import forge as rows
 from soda.system.clock import Clock
 
@@ -31,6 +31,9 @@ HEADERS = {"Accept": "application/vnd.github+json", "X-GitHub-Api-Version": "202
 """What every request to GitHub's REST API carries."""
 WRITER_ASSOCIATIONS = frozenset({"OWNER", "MEMBER", "COLLABORATOR"})
 """`author_association` values of people with write access to the repository."""
+WRITE_PERMISSIONS = frozenset({"admin", "write"})
+"""A collaborator's `permission` that lets them write (GitHub says `write` for
+the maintain role too, and `read` for triage)."""
 
 READY_MUTATION = (
     "mutation($id: ID!) { markPullRequestReadyForReview(input: {pullRequestId: $id})"
@@ -207,6 +210,18 @@ class GitHubForge:
         with _reading(f"the comment posted on issue #{number}"):
             return int(answer["id"])
 
+    def issue_events(self, number: int) -> list[IssueEvent]:
+        with _reading(f"the events of issue #{number}"):
+            found: list[IssueEvent] = []
+            for page in self._pages(f"{self._repo_path}/issues/{number}/events"):
+                found += [_event(data) for data in page]
+            return found
+
+    def may_write(self, login: str) -> bool:
+        path = f"{self._repo_path}/collaborators/{login}/permission"
+        with _reading(f"{login}'s permission"):
+            return str(self.client.get(path)["permission"]) in WRITE_PERMISSIONS
+
     def _pages(
         self, path: str, key: str | None = None, params: dict[str, Any] | None = None
     ) -> list[list[dict[str, Any]]]:
@@ -270,6 +285,18 @@ def _issue(data: dict[str, Any]) -> Issue:
         role=str(data.get("author_association") or "NONE"),
         writer=data.get("author_association") in WRITER_ASSOCIATIONS,
         labels=tuple(labels),
+        updated=str(data.get("updated_at") or ""),
+    )
+
+
+def _event(data: dict[str, Any]) -> IssueEvent:
+    actor = data.get("actor") or {}
+    label = data.get("label") or {}
+    return IssueEvent(
+        item_id=int(data["id"]),
+        kind=str(data["event"]),
+        actor=str(actor.get("login") or "ghost"),
+        label=str(label["name"]) if isinstance(label, dict) and "name" in label else None,
     )
 
 

@@ -138,6 +138,21 @@ class Issue:
     writer: bool
     """The forge says the author may write to the repository."""
     labels: tuple[str, ...]
+    updated: str = ""
+    """When the forge last changed it (a label, the body, a comment), in its words."""
+
+
+@dataclass(frozen=True)
+class IssueEvent:
+    """One event in an issue's history, as the forge gives it: who did what."""
+
+    item_id: int
+    """The forge's own id for the event."""
+    kind: str
+    """In the forge's words: GitHub's `labeled`, `unlabeled`, `closed`, ..."""
+    actor: str
+    label: str | None = None
+    """The label a `labeled` or `unlabeled` event names."""
 
 
 @runtime_checkable
@@ -154,4 +169,13 @@ class Tracker(Protocol):
 
     def comment_issue(self, number: int, body: str) -> int:
         """Post `body` on issue `number`; the new comment's id."""
+        ...
+
+    def issue_events(self, number: int) -> list[IssueEvent]:
+        """What was done to issue `number` (labels added and removed, closed,
+        ...) and by whom, oldest first."""
+        ...
+
+    def may_write(self, login: str) -> bool:
+        """The forge says `login` may write to the repository."""
         ...

@@ -1,19 +1,18 @@
-"""Work from the forge's issue tracker (`[tracker]`): intake, the thread as input,
-and the comments soda writes back.
+"""Work from the forge's issue tracker (`[tracker]`): intake and the queue's order.
 
     sync        read the open issues carrying the label (conditional requests:
-                an unchanged tracker answers 304, free of rate limit); each
-                writer's issue becomes a queued item with its spec
+                an unchanged tracker answers 304, free of rate limit); an issue
+                a writer labelled becomes a queued item with its spec
                 (`specs/issue-N.md`) and milestone branch (`soda/issue-N`);
-                anyone else's is kept as data with its author, never queued
-    read_thread each new comment on the running issue, read once: a writer's is a
-                correction (or `/soda stop`, `/soda pause`, `/soda resume`,
-                `/soda approve`) built by soda.human.commands with provenance
-                naming the comment; anyone else's is kept as data
-    write_back  one comment per event (start, a merged iteration, DONE, STUCK,
-                HALT), never twice: each carries a hidden marker naming its
-                event, so a comment a crash left unrecorded is found on the
-                thread before anything is posted again
+                one labelled by anyone else is kept as data with who did it,
+                never queued. A writer's edit of a queued issue's body rewrites
+                its spec; anyone else's is kept as data. A label a writer removed
+                (or the issue closed) cancels the item; removed by anyone else,
+                it is kept as data. The running issue's thread is read
+                (soda.forge.thread); a stuck or halted issue a writer replied to
+                is queued again
+    next_item   the queued issue to run next: dependencies done, then the
+                `[tracker] priority` labels, then the oldest
 
 What the issue says is a person's words and is framed as data in the spec;
 what soda writes mentions no one and links nowhere (`body.defuse`).
@@ -23,27 +22,31 @@ from __future__ import annotations
 
 import hashlib
 import re
-from collections.abc import Callable
-from dataclasses import dataclass
+from collections.abc import Sequence
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 from sqlite_utils import Database
 
 from soda.config import Config
-from soda.contracts import HumanInput
-from soda.errors import InputError
-from soda.forge.body import MARKER, defuse
-from soda.forge.port import Comment, Issue, Tracker
+from soda.forge.port import Issue, Tracker
+from soda.forge.thread import Reader, is_writer, read_thread, write_back, writer_waiting
 from soda.store import tracker as rows
+
+__all__ = [
+    "Reader", "Synced", "closes", "next_item", "read_thread", "sync", "waiting", "write_back",
+]  # fmt: skip
 
 _CHECKLIST = re.compile(r"^\s*[-*+]\s+\[[ xX]\]\s+(.+?)\s*$")
 _DEPENDS = re.compile(r"\bdepends\s+on\s+#(\d+)", re.IGNORECASE)
-_EVENT_MARK = re.compile(r"<!-- soda:event (\S+) -->")
 MAX_BODY_CHARS = 20_000
 """Characters of an issue's body kept in its spec."""
-Reader = Callable[[str, str], HumanInput]
-"""(who, a writer's comment) -> the input it is (soda.human.commands builds it:
-this room may not), or InputError saying why it is none."""
+MAX_NOTE_CHARS = 2_000
+"""Characters of an outsider's body edit kept in its note."""
+LIVE = ("queued", "running")
+"""Items a removed label cancels."""
+ANSWERABLE = ("stuck", "halted")
+"""Items a writer's reply queues again."""
 
 
 def branch_of(number: int) -> str:
@@ -52,11 +55,6 @@ def branch_of(number: int) -> str:
 
 def spec_of(config: Config, number: int) -> Path:
     return Path(config.tracker.spec_dir) / f"issue-{number}.md"
-
-
-def is_writer(config: Config, login: str, forge_says: bool) -> bool:
-    allowed = {name.lower() for name in (*config.tracker.writers, *config.forge.writers)}
-    return forge_says or login.lower() in allowed
 
 
 def criteria(body: str) -> list[str]:
@@ -97,37 +95,91 @@ def spec_text(issue: Issue) -> str:
 @dataclass(frozen=True)
 class Synced:
     queued: list[int]
-    """Issues queued by this sync (new ones)."""
+    """Issues queued by this sync (new ones, or a writer's label on kept data)."""
     data: list[int]
-    """Issues newly kept as data (not a writer's)."""
+    """Issues newly kept as data (not labelled by a writer)."""
     inputs: int
     """Comments that became inputs."""
+    cancelled: list[int] = field(default_factory=list)
+    """Items whose label a writer removed (or closed) by this sync."""
+    requeued: list[int] = field(default_factory=list)
+    """Stuck or halted items a writer replied to, queued again."""
 
 
 def sync(tracker: Tracker, config: Config, db: Database, reader: Reader) -> Synced:
     """Read the labelled issues and the running one's thread; record what is new.
     Inputs go to this repository's one queue, so only the issue being worked on
-    speaks to the run; a queued issue's comments are read when it starts."""
-    queued: list[int] = []
-    data: list[int] = []
-    inputs = 0
-    for issue in tracker.labelled_issues(config.tracker.label):
+    speaks to the run; another issue's comments are read when it runs."""
+    done = Synced([], [], 0)
+    labelled = tracker.labelled_issues(config.tracker.label)
+    for issue in labelled:
         known = rows.item(db, issue.number)
-        if known is None:
-            (queued if _take(config, db, issue) == "queued" else data).append(issue.number)
-        elif known.state != "data":
+        if (
+            known is not None
+            and issue.updated
+            and rows.last_seen(db, issue.number) == issue.updated
+        ):
+            continue  # unchanged since the last read: no label, body or comment is new
+        if known is None or known.state == "data":
+            taken = _take(tracker, config, db, issue, known)
+            if taken == "queued":
+                done.queued.append(issue.number)
+            elif known is None:
+                done.data.append(issue.number)
+        else:
             _refresh(config, db, issue, known)
-    for item in rows.items(db):  # a queued item's thread waits: read once it runs
-        if item.state == "running":
-            inputs += read_thread(tracker, config, db, item.number, reader)
-    return Synced(queued, data, inputs)
+        rows.set_seen(db, issue.number, issue.updated)
+    present = {issue.number for issue in labelled}
+    for item in rows.items(db):
+        if item.state in LIVE and item.number not in present:
+            if _gone(tracker, config, db, item):
+                done.cancelled.append(item.number)
+        elif item.state in ANSWERABLE and writer_waiting(tracker, config, db, item.number):
+            rows.set_state(db, item.number, "queued", "a writer replied: queued again")
+            done.requeued.append(item.number)
+    inputs = sum(
+        read_thread(tracker, config, db, item.number, reader)
+        for item in rows.items(db)
+        if item.state == "running"
+    )
+    return replace(done, inputs=inputs)
 
 
-def _take(config: Config, db: Database, issue: Issue) -> str:
-    writer = is_writer(config, issue.author, issue.writer)
+def _labeller(tracker: Tracker, config: Config, issue: Issue) -> tuple[str, int | None]:
+    """Who last added the label (and the event's id); the issue's author when the
+    forge names no one."""
+    label = config.tracker.label.lower()
+    added = [
+        event
+        for event in tracker.issue_events(issue.number)
+        if event.kind == "labeled" and (event.label or "").lower() == label
+    ]
+    return (added[-1].actor, added[-1].item_id) if added else (issue.author, None)
+
+
+def _may_write(tracker: Tracker, config: Config, login: str, issue: Issue) -> bool:
+    forge_says = issue.writer if login == issue.author else tracker.may_write(login)
+    return is_writer(config, login, forge_says)
+
+
+def _take(
+    tracker: Tracker, config: Config, db: Database, issue: Issue, known: rows.TrackerItem | None
+) -> str:
+    """Queue `issue` when a writer labelled it; else keep it as data (once)."""
+    labeller, event = _labeller(tracker, config, issue)
+    writer = _may_write(tracker, config, labeller, issue)
+    if known is not None and not writer:
+        return "data"  # kept as data before: nothing new
+    if event is not None and labeller != issue.author:
+        status = "acted" if writer else "ignored"
+        note = f"added the label {config.tracker.label!r}" + ("" if writer else ", not a writer")
+        rows.record_note(
+            db, rows.Note(f"event:{event}", issue.number, "labeled", labeller, status, note)
+        )
     spec = spec_of(config, issue.number) if writer else None
     if spec is not None:
         _write_spec(config, spec, issue)
+    by = "" if labeller == issue.author else f", labelled by {labeller}"
     rows.save_item(
         db,
         rows.TrackerItem(
@@ -137,35 +189,74 @@ def _take(config: Config, db: Database, issue: Issue) -> str:
             author=issue.author,
             association=issue.role,
             state="queued" if writer else "data",
-            reason=None if writer else f"{issue.author} ({issue.role}) is not a writer",
+            reason=None if writer else f"labelled by {labeller}, not a writer",
             spec=str(spec) if spec else None,
             branch=branch_of(issue.number) if writer else None,
             depends=depends(issue.body, issue.number),
             body_sha=_sha(issue.body),
             pr_number=None,
-            last_word="queued" if writer else "kept as data: not a writer's",
+            last_word=f"queued{by}" if writer else f"kept as data: {labeller} is not a writer",
+            labels=issue.labels,
         ),
     )
+    if known is not None:  # kept as data before; a writer's label queues it now
+        rows.set_state(db, issue.number, "queued", f"queued{by}")
     return "queued" if writer else "data"
 
 
 def _refresh(config: Config, db: Database, issue: Issue, known: rows.TrackerItem) -> None:
-    """A writer's queued issue whose body changed: its spec follows. (The forge
-    does not say who edited a body; the author of a queued issue is a writer.)"""
-    if known.state != "queued" or known.body_sha == _sha(issue.body) or known.spec is None:
+    """Labels follow the forge. A changed body rewrites a queued or running
+    issue's spec when its author is a writer (on GitHub only the author and
+    writers may edit it); otherwise the new body is kept as data, and the spec
+    stays as a writer handed it over."""
+    if tuple(issue.labels) != known.labels:
+        rows.set_labels(db, issue.number, tuple(issue.labels))
+    sha = _sha(issue.body)
+    if known.state not in LIVE or known.body_sha == sha or known.spec is None:
+        return
+    if not is_writer(config, issue.author, issue.writer):
+        text = issue.body[:MAX_NOTE_CHARS]
+        detail = f"the body was edited (kept as data, the spec unchanged): {text}"
+        rows.record_note(
+            db, rows.Note(f"body:{sha}", issue.number, "edited", issue.author, "ignored", detail)
+        )
         return
     _write_spec(config, Path(known.spec), issue)
     rows.save_item(
         db,
-        rows.TrackerItem(
-            **{
-                **known.__dict__,
-                "title": issue.title,
-                "depends": depends(issue.body, issue.number),
-                "body_sha": _sha(issue.body),
-            }
+        replace(
+            known,
+            title=issue.title,
+            depends=depends(issue.body, issue.number),
+            body_sha=sha,
+            labels=tuple(issue.labels),
         ),
     )
+
+
+def _gone(tracker: Tracker, config: Config, db: Database, item: rows.TrackerItem) -> bool:
+    """The label is gone (or the issue closed): a writer's doing cancels the item
+    (at the daemon's next safe point); anyone else's is kept as data."""
+    label = config.tracker.label.lower()
+    found = [
+        event
+        for event in tracker.issue_events(item.number)
+        if event.kind == "closed"
+        or (event.kind == "unlabeled" and (event.label or "").lower() == label)
+    ]
+    if not found:
+        return False
+    event = found[-1]
+    writer = is_writer(config, event.actor, tracker.may_write(event.actor))
+    what = "closed the issue" if event.kind == "closed" else f"removed the label {label!r}"
+    note = rows.Note(
+        f"event:{event.item_id}", item.number, event.kind, event.actor,
+        "acted" if writer else "ignored", what if writer else f"{what}, not a writer",
+    )  # fmt: skip
+    if not rows.record_note(db, note) or not writer:
+        return False
+    rows.set_state(db, item.number, "cancelled", f"cancelled: {event.actor} {what}")
+    return True
 
 
 def _write_spec(config: Config, spec: Path, issue: Issue) -> None:
@@ -180,76 +271,30 @@ def _sha(text: str) -> str:
     return hashlib.sha256(text.encode()).hexdigest()
 
 
-def next_item(db: Database) -> rows.TrackerItem | None:
-    """The queued issue to run next: the lowest number whose dependencies are
-    done (or not tracked here)."""
+def waiting(db: Database, priority: Sequence[str] = ()) -> list[rows.TrackerItem]:
+    """The queued issues in the order they will run: those whose dependencies are
+    done (or not tracked here) first; then the earliest label in `priority`; then
+    the oldest."""
     known = {item.number: item for item in rows.items(db)}
-    for item in known.values():
-        if item.state != "queued":
-            continue
-        waiting = [n for n in item.depends if n in known and known[n].state != "done"]
-        if not waiting:
+    order = [name.lower() for name in priority]
+
+    def rank(item: rows.TrackerItem) -> tuple[bool, int, int]:
+        blocked = any(n in known and known[n].state != "done" for n in item.depends)
+        labels = {name.lower() for name in item.labels}
+        first = min((i for i, name in enumerate(order) if name in labels), default=len(order))
+        return blocked, first, item.number
+
+    return sorted((item for item in known.values() if item.state == "queued"), key=rank)
+
+
+def next_item(db: Database, priority: Sequence[str] = ()) -> rows.TrackerItem | None:
+    """The queued issue to run next (the first of `waiting` whose dependencies are
+    done), or None."""
+    known = {item.number: item for item in rows.items(db)}
+    for item in waiting(db, priority):
+        if not any(n in known and known[n].state != "done" for n in item.depends):
             return item
     return None
-
-
-# --- the thread as input ---------------------------------------------------------
-
-
-def read_thread(tracker: Tracker, config: Config, db: Database, number: int, reader: Reader) -> int:
-    """Read issue `number`'s new comments once each; the count that became inputs."""
-    taken = 0
-    for comment in tracker.issue_comments(number):
-        if not rows.comment_seen(db, comment.item_id):
-            taken += _read(config, db, number, comment, reader)
-    return taken
-
-
-def _read(config: Config, db: Database, number: int, comment: Comment, reader: Reader) -> int:
-    def seen(status: str, reason: str | None) -> rows.SeenComment:
-        return rows.SeenComment(
-            comment.item_id, number, comment.author, comment.role, status, reason,
-            comment.body, None,
-        )  # fmt: skip
-
-    writer = is_writer(config, comment.author, comment.writer)
-    if writer and MARKER in comment.body:
-        rows.record_comment(db, seen("own", "written by soda"))
-        return 0
-    if not writer:
-        rows.record_comment(db, seen("ignored", f"{comment.role} is not a writer"))
-        return 0
-    try:
-        said = reader(
-            f"{comment.author} on issue {number}, comment {comment.item_id}", comment.body
-        )
-    except InputError as exc:
-        rows.record_comment(db, seen("ignored", str(exc)))
-        return 0
-    source = f"tracker:issue-{number}:comment-{comment.item_id}"
-    done = rows.record_comment(db, seen("input", None), _payload(said), said.kind, source)
-    return 1 if done else 0
-
-
-def _payload(item: HumanInput) -> str:
-    return item.model_dump_json(exclude_none=True)
-
-
-# --- write-back ------------------------------------------------------------------
-
-
-def write_back(tracker: Tracker, db: Database, number: int, event: str, text: str) -> bool:
-    """Comment `text` on issue `number` once for `event` ("start", "merged-3",
-    "done", ...); False when it was written before (now or before a crash)."""
-    if rows.written(db, number, event):
-        return False
-    for comment in tracker.issue_comments(number):  # posted, then cut short?
-        if f"<!-- soda:event {event} -->" in comment.body:
-            rows.record_write(db, number, event, comment.item_id)
-            return False
-    body = f"{defuse(text.strip())}\n\n<!-- soda:event {event} -->\n{MARKER}"
-    rows.record_write(db, number, event, tracker.comment_issue(number, body))
-    return True
 
 
 def closes(number: int) -> str:

@@ -31,7 +31,7 @@ May import: config, contracts, errors, events, repo, store, system, trace.
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -81,6 +81,9 @@ class ControlAction:
 
     kind: str
     response: str
+    source_file: str | None = field(default=None, compare=False)
+    """Where it came from (an inbox file's name, or a face's source such as
+    `tracker:issue-N:comment-ID`)."""
 
 
 class HumanQueue:
@@ -183,7 +186,7 @@ class HumanQueue:
             response = IDLE_RESPONSES[item.kind]
             self.mark_applied([item.id], next_iteration, response)
             self.events.emit("control", {"kind": item.kind, "response": response})
-            taken.append(ControlAction(item.kind, response))
+            taken.append(ControlAction(item.kind, response, item.source_file))
         return taken
 
     def take_verdict(self, iteration: int, noun: str = "plan") -> tuple[bool, str] | None:

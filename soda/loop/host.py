@@ -117,6 +117,11 @@ class Run:
         return self._session.milestone
 
     @property
+    def model(self) -> Model:
+        """The model this run calls (another run in this process may share it)."""
+        return self._session.model
+
+    @property
     def has_pull_request(self) -> bool:
         """[forge] is on: the milestone has a pull request to read while idle."""
         return self._session.pulls is not None
@@ -244,12 +249,15 @@ class Run:
         """The jail this run's commands need works here (UserError otherwise)."""
         self._session.jail.ensure_available()
 
-    def close(self, reason: str) -> None:
-        """Finish the run as stopped and let the repository go (its database, its
-        lock): another process, or another run here, may open it."""
+    def close(self, reason: str, keep_lock: bool = False) -> None:
+        """Finish the run as stopped and let the repository go (its database, and
+        unless `keep_lock` its lock): another process, or another run here, may
+        open it. `keep_lock`: this process goes on with another run (the daemon's
+        next issue), so no other soda may start in between."""
         self.finish(RunStatus.STOPPED, reason)
         self.db.conn.close()
-        release_lock(self.config.state_dir)
+        if not keep_lock:
+            release_lock(self.config.state_dir)
 
 
 def open_run(

@@ -243,6 +243,31 @@ def m013_tracker(db: Database) -> None:
     )
 
 
+def m014_tracker_queue(db: Database) -> None:
+    """The daemon works the tracker's queue: each item's labels (a priority label
+    orders the queue) and when the forge last changed it (`seen`: an issue is
+    looked at again only once it changed), and what was done to an issue besides
+    comments (a label added or removed, a body edited), with who did it and
+    whether soda acted on it or kept it as data (`key` names the forge's event,
+    or the body's hash, so each is recorded once)."""
+    db.conn.executescript(
+        """
+        ALTER TABLE tracker_items ADD COLUMN labels_json TEXT NOT NULL DEFAULT '[]';
+        ALTER TABLE tracker_items ADD COLUMN seen TEXT;
+        CREATE TABLE tracker_notes (
+            key TEXT PRIMARY KEY,
+            number INTEGER NOT NULL,
+            kind TEXT NOT NULL,
+            author TEXT NOT NULL,
+            status TEXT NOT NULL CHECK (status IN ('acted', 'ignored')),
+            detail TEXT NOT NULL,
+            seen_at TEXT NOT NULL
+        );
+        CREATE INDEX tracker_notes_number ON tracker_notes(number);
+        """
+    )
+
+
 MIGRATIONS = [
     m006_milestone_digest,
     m007_bounded_reads,
@@ -252,5 +277,6 @@ MIGRATIONS = [
     m011_progress,
     m012_price_source,
     m013_tracker,
+    m014_tracker_queue,
 ]
 """In the order they apply (never reorder one that has shipped)."""

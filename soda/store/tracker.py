@@ -37,17 +37,19 @@ class TrackerItem:
     body_sha: str | None
     pr_number: int | None
     last_word: str | None
+    labels: tuple[str, ...] = ()
 
 
 _COLUMNS = (
     "number, forge_id, title, author, association, state, reason, spec, branch,"
-    " depends_json, body_sha, pr_number, last_word"
+    " depends_json, body_sha, pr_number, last_word, labels_json"
 )
 
 
 def _item(row: tuple[object, ...]) -> TrackerItem:
     values = list(row)
     values[9] = tuple(int(n) for n in json.loads(str(values[9])))
+    values[13] = tuple(str(name) for name in json.loads(str(values[13])))
     return TrackerItem(*values)  # type: ignore[arg-type]
 
 
@@ -68,11 +70,13 @@ def save_item(db: Database, found: TrackerItem) -> None:
     with db.conn:
         db.conn.execute(
             "INSERT INTO tracker_items (number, forge_id, title, author, association, state,"
-            " reason, spec, branch, depends_json, body_sha, pr_number, last_word, seen_at,"
-            " updated_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)"
+            " reason, spec, branch, depends_json, body_sha, pr_number, last_word, labels_json,"
+            " seen_at, updated_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)"
             " ON CONFLICT (number) DO UPDATE SET title = excluded.title,"
             " depends_json = excluded.depends_json, body_sha = excluded.body_sha,"
-            " spec = excluded.spec, updated_at = excluded.updated_at",
+            " spec = excluded.spec, labels_json = excluded.labels_json,"
+            " branch = coalesce(excluded.branch, branch), reason = excluded.reason,"
+            " updated_at = excluded.updated_at",
             [
                 found.number,
                 found.forge_id,
@@ -87,6 +91,7 @@ def save_item(db: Database, found: TrackerItem) -> None:
                 found.body_sha,
                 found.pr_number,
                 found.last_word,
+                json.dumps(list(found.labels)),
                 now(),
                 now(),
             ],
@@ -99,15 +104,69 @@ def set_state(
     state: str,
     last_word: str | None = None,
     pr_number: int | None = None,
+    reason: str | None = None,
 ) -> None:
     if state not in STATES:
         raise ValueError(f"unknown tracker state {state!r}")
     with db.conn:
         db.conn.execute(
             "UPDATE tracker_items SET state = ?, last_word = coalesce(?, last_word),"
-            " pr_number = coalesce(?, pr_number), updated_at = ? WHERE number = ?",
-            [state, last_word, pr_number, now(), number],
+            " pr_number = coalesce(?, pr_number), reason = coalesce(?, reason),"
+            " updated_at = ? WHERE number = ?",
+            [state, last_word, pr_number, reason, now(), number],
         )
+
+
+def last_seen(db: Database, number: int) -> str | None:
+    """When the forge said the issue last changed, as soda last read it."""
+    row = db.execute("SELECT seen FROM tracker_items WHERE number = ?", [number]).fetchone()
+    return str(row[0]) if row and row[0] else None
+
+
+def set_seen(db: Database, number: int, seen: str) -> None:
+    with db.conn:
+        db.conn.execute("UPDATE tracker_items SET seen = ? WHERE number = ?", [seen, number])
+
+
+def set_labels(db: Database, number: int, labels: tuple[str, ...]) -> None:
+    with db.conn:
+        db.conn.execute(
+            "UPDATE tracker_items SET labels_json = ? WHERE number = ?",
+            [json.dumps(list(labels)), number],
+        )
+
+
+@dataclass(frozen=True)
+class Note:
+    """Something done to an issue besides a comment (a label added or removed, its
+    body edited), by whom, and whether soda acted on it or kept it as data."""
+
+    key: str
+    number: int
+    kind: str
+    author: str
+    status: str
+    detail: str
+
+
+def record_note(db: Database, note: Note) -> bool:
+    """Record `note` once (by its key); False when it was recorded before."""
+    with db.conn:
+        cursor = db.conn.execute(
+            "INSERT INTO tracker_notes (key, number, kind, author, status, detail, seen_at)"
+            " VALUES (?, ?, ?, ?, ?, ?, ?) ON CONFLICT (key) DO NOTHING",
+            [note.key, note.number, note.kind, note.author, note.status, note.detail, now()],
+        )
+    return cursor.rowcount == 1
+
+
+def notes(db: Database, number: int) -> list[Note]:
+    rows = db.execute(
+        "SELECT key, number, kind, author, status, detail FROM tracker_notes"
+        " WHERE number = ? ORDER BY seen_at, key",
+        [number],
+    ).fetchall()
+    return [Note(*row) for row in rows]
 
 
 @dataclass(frozen=True)
@@ -189,3 +248,25 @@ def record_write(db: Database, number: int, event: str, comment_id: int | None) 
             " VALUES (?, ?, ?, ?) ON CONFLICT (number, event) DO NOTHING",
             [number, event, comment_id, now()],
         )
+
+
+@dataclass(frozen=True)
+class BranchIteration:
+    """An iteration of an issue's milestone branch, as the loop recorded it."""
+
+    number: int
+    decision: str | None
+    reason: str | None
+    merged_commit: str | None
+    ended: bool
+
+
+def branch_iterations(db: Database, branch: str) -> list[BranchIteration]:
+    """The iterations of runs on `branch` (an issue's milestone), oldest first."""
+    rows = db.execute(
+        "SELECT i.number, i.decision, i.decision_reason, i.merged_commit, i.ended_at IS NOT NULL"
+        " FROM iterations i JOIN runs r ON i.run_id = r.id WHERE r.milestone_branch = ?"
+        " ORDER BY i.number",
+        [branch],
+    ).fetchall()
+    return [BranchIteration(n, d, r, m, bool(e)) for n, d, r, m, e in rows]
