@@ -68,7 +68,12 @@ def test_the_jailed_executor_cannot_reach_soda_mcp(tmp_path: Path) -> None:
     root = tmp_path / "project"
     done = run(attack(tmp_path, executor(*mcp_attacks(root)), files=EVIL))
     plain = done.output("echo plain=")
-    assert "refuses to start inside soda's jail" in plain and "plain=2" in plain, plain
+    # soda's guard refuses (exit 2); where the checkout lives under a path the jail
+    # hides (/tmp), soda is not even importable there (exit 1). The guard alone is
+    # checked by test_without_the_jail_the_marker_alone_refuses.
+    refused = "refuses to start inside soda's jail" in plain and "plain=2" in plain
+    unreachable = "No module named soda" in plain and "plain=1" in plain
+    assert refused or unreachable, plain
     cleared = done.output("echo clear=")
     assert "clear=2" in cleared, cleared
     assert "PID namespace is bubblewrap's" in cleared, cleared
