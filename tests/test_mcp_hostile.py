@@ -75,8 +75,11 @@ def test_the_jailed_executor_cannot_reach_soda_mcp(tmp_path: Path) -> None:
     unreachable = "No module named soda" in plain and "plain=1" in plain
     assert refused or unreachable, plain
     cleared = done.output("echo clear=")
-    assert "clear=2" in cleared, cleared
-    assert "PID namespace is bubblewrap's" in cleared, cleared
+    if refused:  # soda runs in the jail: its second guard (the PID namespace) refuses too
+        assert "clear=2" in cleared, cleared
+        assert "PID namespace is bubblewrap's" in cleared, cleared
+    else:
+        assert "No module named soda" in cleared and "clear=1" in cleared, cleared
     client = done.output("evil_client.py")
     assert "HOSTILE" not in client and "queued" not in client, client
     rows = done.session.db.execute("SELECT source, payload_json FROM human_inputs").fetchall()
