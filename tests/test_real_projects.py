@@ -38,6 +38,7 @@ import pytest
 from soda.cli.demo import SCRIPT_PATH
 from tests.conftest import git, soda
 from tests.hostile_helpers import EXECUTOR_DONE, NOT_MET, VERIFIED
+from tests.plan_fakes import plan, planning, task
 from tests.scripts import submit
 from tests.web_helpers import serving
 
@@ -143,30 +144,9 @@ PROJECTS = {
 }
 
 
-def task(key: str, title: str) -> dict[str, Any]:
-    """A task of the plan; one batch runs its tasks by key, one at a time here."""
-    return {
-        "id": key,
-        "task_id": None,
-        "title": title,
-        "description": "-",
-        "depends_on": [],
-        "risk": "low",
-        "tool_hints": [],
-    }
-
-
-def plan(*tasks: dict[str, Any]) -> dict[str, Any]:
-    return submit(
-        "planner",
-        {
-            "actionable_work_exists": True,
-            "new_tasks": [],
-            "stuck_reason": None,
-            "learnings": [],
-            "iteration_plan": {"intent": "three changes", "approach": "-", "tasks": list(tasks)},
-        },
-    )
+def the_plan(*tasks: dict[str, Any]) -> dict[str, Any]:
+    """The planner's answer: one batch whose tasks run by key, one at a time here."""
+    return submit("planner", planning(plan(*tasks, intent="three changes")))
 
 
 def edits(change: Edit) -> list[dict[str, Any]]:
@@ -288,7 +268,11 @@ def test_on_a_green_base_breaking_and_failing_changes_are_refused_and_a_harmless
     responses = [
         VERIFIED,
         NOT_MET,
-        plan(task("1-breaks", "Tidy"), task("2-adds", "Add a test"), task("3-tidies", "Doc")),
+        the_plan(
+            task("1-breaks", title="Tidy"),
+            task("2-adds", title="Add a test"),
+            task("3-tidies", title="Doc"),
+        ),
         *edits(real.breaking),
         *edits(real.new_test),
         *edits(real.harmless),
@@ -323,7 +307,7 @@ def test_on_a_red_base_a_change_breaking_another_test_is_refused_and_a_harmless_
     responses = [
         VERIFIED,
         NOT_MET,
-        plan(task("1-breaks", "Tidy"), task("3-tidies", "Doc")),
+        the_plan(task("1-breaks", title="Tidy"), task("3-tidies", title="Doc")),
         *edits(real.breaking),
         *edits(real.harmless),
     ]
