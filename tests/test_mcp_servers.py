@@ -39,7 +39,7 @@ from soda.store import open_db
 from soda.system.jail import Jail
 from soda.system.tree import descendants
 from soda.tools import Sandbox, read_only_tools
-from soda.tools.offered import DESCRIPTION_CHARS
+from soda.tools.mcp_filter import DESCRIPTION_CHARS
 from soda.tools.servers import MARK, McpServerFailed, Servers, open_servers, started
 from tests.conftest import git
 
@@ -364,13 +364,10 @@ def test_a_cli_executor_gets_the_servers_through_soda_filter(tmp_path: Path) -> 
     import subprocess
     import tomllib
 
-    from soda.agent.backends import mcp_filter
     from soda.agent.backends.claude_code import CLAUDE_CODE
     from soda.agent.backends.codex import CODEX
     from soda.agent.backends.run import cli_servers
-    from soda.tools.offered import framed
 
-    assert mcp_filter.framed("s", "t", "x " * 500) == framed("s", "t", "x " * 500)
     config = config_with(probe(agents=["executor"]), context=ContextConfig(tool_result_chars=2000))
     servers, secrets = cli_servers(config, tmp_path)
     assert secrets == {"PROBE_SECRET": SECRET} and servers["probe"].env == ["PROBE_SECRET"]

@@ -45,7 +45,8 @@ from soda.llm.base import ToolSpec
 from soda.system.jail import JAIL_MARK, Jail
 from soda.system.proc import scrubbed_env
 from soda.system.tree import descendants
-from soda.tools.offered import framed, offered_name, result_text, sent, strict_schema
+from soda.tools.mcp_filter import framed
+from soda.tools.offered import offered_name, result_text, sent, strict_schema
 from soda.tools.sandbox import ToolError
 from soda.tools.toolbox import Tool, Toolbox
 

@@ -154,14 +154,14 @@ def run_cli(
 
 def cli_servers(config: Config, directory: Path) -> tuple[dict[str, Launch], dict[str, str]]:
     """The executor's `[mcp.servers]` as a CLI starts them: each through soda's
-    filter (`mcp_filter.py`, copied into `directory`: the allow-list, framed
+    filter (`soda/tools/mcp_filter.py`, copied into `directory`: the allow-list, framed
     descriptions, results cut to the tool-result limit), and the secrets they
     name, from soda's environment, for the CLI's."""
     configured = config.mcp.for_agent("executor")
     if not configured:
         return {}, {}
     script = directory / "mcp_filter.py"
-    source = resources.files("soda.agent.backends").joinpath("mcp_filter.py")
+    source = resources.files("soda.tools").joinpath("mcp_filter.py")
     script.write_text(source.read_text(encoding="utf-8"), encoding="utf-8")
     servers, secrets = {}, {}
     for name, server in configured.items():

@@ -26,11 +26,13 @@ import threading
 from typing import IO, Any
 
 DESCRIPTION_CHARS = 600
-"""As soda.tools.offered.DESCRIPTION_CHARS (the tests check they agree)."""
+"""The most characters of a server's description a model sees (soda's own tools
+frame theirs with this module too: `soda.tools.offered`)."""
 
 
 def framed(server: str, tool: str, description: str | None) -> str:
-    """As soda.tools.offered.framed (the tests check they agree)."""
+    """A tool's description as the model sees it: the server's words, bounded and
+    said to be the server's."""
     text = " ".join((description or "").split())
     if len(text) > DESCRIPTION_CHARS:
         text = text[: DESCRIPTION_CHARS - 1] + "…"
