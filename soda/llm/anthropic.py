@@ -185,7 +185,7 @@ def build_params(request: ModelRequest, json_mode: bool) -> dict[str, Any]:
     parts (`Message.cache_breaks`) and the latest turn carry cache markers (see
     `wire_messages`), then the system prompt and the last tool while the API's
     limit of MAX_MARKERS allows."""
-    tools = [] if json_mode else wire_tools(request.tools)
+    tools = [] if json_mode else wire_tools(request.tools, marked=False)
     head = len(json.dumps([request.system, tools]))
     messages = wire_messages(request.messages, json_mode, (head, request.model))
     params: dict[str, Any] = {"model": request.model, "max_tokens": request.max_tokens}
@@ -200,7 +200,9 @@ def build_params(request: ModelRequest, json_mode: bool) -> dict[str, Any]:
         answer = next(tool for tool in request.tools if tool.name == request.answer_tool)
         params["output_config"] = {"format": {"type": "json_schema", "schema": answer.input_schema}}
     else:
-        params["tools"] = wire_tools(request.tools, marked=spare > 0)
+        if tools and spare > 0:  # one breakpoint on the last tool caches them all
+            tools[-1]["cache_control"] = EPHEMERAL
+        params["tools"] = tools
         params["tool_choice"] = tool_choice(request)
         if request.thinking and not request.must_call:
             # Extended thinking rules out a forced tool call: auto turns only. Its
