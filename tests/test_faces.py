@@ -197,6 +197,9 @@ def test_a_fleet_run_takes_a_verdict_for_its_running_iteration_only() -> None:
     two = plan("a", "b")
     with pytest.raises(InputError, match="edited plan refused: .*max_tasks"):
         commands.edit(waiting, by, 2, json.dumps(two))
+    # Refused before the parser recurses: deep enough to break json.loads.
+    with pytest.raises(InputError, match="invalid JSON: nested deeper than 64 levels"):
+        commands.edit(waiting, by, 2, "[" * 100_000)
 
 
 def spelled_kinds(path: Path) -> list[tuple[int, str]]:

@@ -154,7 +154,12 @@ REJECTIONS = [
     ("extra.json", b'{"kind": "pause", "colour": "red"}', "'colour' was unexpected"),
     ("wrongtype.json", b'{"kind": "approve", "target": "three"}', "at $.target"),
     ("list.json", b"[1, 2]", "is not of type 'object'"),
-    ("deep.json", b"[" * 100_000, "invalid JSON"),
+    ("deep.json", b"[" * 100_000, "invalid JSON: nested deeper than 64 levels"),
+    (
+        "deepish.json",
+        b'{"kind": "correction", "text": "x", "k": ' + b"[" * 65 + b"]" * 65 + b"}",
+        "nested deeper than 64 levels",
+    ),
     ("huge.txt", b"x" * (256 * 1024 + 1), "too large"),
     ("latin1.txt", b"caf\xe9 au lait", "not UTF-8"),
     ("empty.md", b"", "file is empty"),

@@ -34,6 +34,7 @@ from typing import Any, Protocol
 from soda.contracts import HumanInput, IterationPlan, validate
 from soda.errors import InputError, Violation
 from soda.human import routing
+from soda.human.parse import too_deep
 from soda.human.write import SOURCES, describe, write_input
 
 KEEP = "the original plan still waits"
@@ -314,6 +315,9 @@ def waiting_plan(record: RunRecord, number: int) -> IterationPlan:
 def checked_edit(record: RunRecord, text: str) -> IterationPlan:
     """An edited plan's text as a valid plan, or an InputError saying why not
     (not JSON, the plan contract, or `record.edit_problems`)."""
+    deep = too_deep(text)
+    if deep is not None:
+        raise InputError(f"edited plan refused: invalid JSON: {deep}; {KEEP}")
     try:
         data = json.loads(text)
     except json.JSONDecodeError as exc:

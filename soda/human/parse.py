@@ -22,6 +22,10 @@ from soda.errors import StructuralError, Violation
 from soda.store.db import dumps
 
 MAX_BYTES = 256 * 1024
+MAX_JSON_DEPTH = 64
+"""Nesting levels a person's JSON may have: no input or plan comes near, and
+deeper input is refused before the parser recurses into it."""
+STRINGS = re.compile(r'"(?:[^"\\]|\\.)*"')
 KINDS: tuple[str, ...] = get_args(HumanKind)
 TEXT_SUFFIXES = frozenset({".txt", ".md", ""})
 INT_FIELDS = frozenset({"task_id", "target"})
@@ -141,7 +145,31 @@ def payload_json(item: HumanInput) -> str:
     return payload
 
 
+def json_depth(text: str) -> int:
+    """How deeply `text`'s arrays and objects nest (strings skipped): checked
+    before `json.loads`, whose recursion on deep input is slow and, near the
+    interpreter's limit, breaks whatever else runs at that depth."""
+    depth = deepest = 0
+    for char in STRINGS.sub("", text):
+        if char in "[{":
+            depth += 1
+            deepest = max(deepest, depth)
+        elif char in "]}":
+            depth -= 1
+    return deepest
+
+
+def too_deep(text: str) -> str | None:
+    """Why `text` is refused as JSON for its nesting, or None."""
+    if json_depth(text) > MAX_JSON_DEPTH:
+        return f"nested deeper than {MAX_JSON_DEPTH} levels"
+    return None
+
+
 def _json_document(text: str) -> Any:
+    deep = too_deep(text)
+    if deep is not None:
+        raise Rejection(f"invalid JSON: {deep}")
     try:
         return json.loads(text)
     except json.JSONDecodeError as exc:
