@@ -39,7 +39,9 @@ from soda.human.checks import DatabaseRecord
 from soda.llm.base import Model
 from soda.loop.host import Run, StepReport, open_run
 from soda.store import forge as pulls
+from soda.store import questions
 from soda.store import tracker as rows
+from soda.store.questions import Question
 
 Printer = Callable[[str], None]
 ENDS = {Ending.DONE: "done", Ending.STUCK: "stuck", Ending.HALT: "halted"}
@@ -52,14 +54,28 @@ SOURCE = "tracker:issue-"
 
 def reader(db: Database, config: Config) -> Reader:
     """How a writer's comment on an issue becomes an input: soda.human.commands
-    builds it, with the comment as its provenance."""
+    builds it, with the comment as its provenance. While the issue's run waits
+    for a person's answer, the comment answers its oldest open question that no
+    answer targets yet (one reply per question); else it is a correction."""
     record = DatabaseRecord(db, config)
 
-    def read(who: str, text: str) -> HumanInput:
+    def read(number: int, who: str, text: str) -> HumanInput:
         by = commands.Provenance(commands.Face.TRACKER, who)
-        return commands.slash(record, by, text).item
+        waiting = asked(db, number, unanswered_only=True)
+        return commands.slash(record, by, text, waiting[0].id if waiting else None).item
 
     return read
+
+
+def asked(db: Database, number: int, unanswered_only: bool = False) -> list[Question]:
+    """The open questions agents asked on issue `number`'s milestone, oldest
+    first (`unanswered_only`: those no answer waiting to be recorded targets)."""
+    item = rows.item(db, number)
+    if item is None or item.branch is None:
+        return []
+    if unanswered_only:
+        return questions.unanswered(db, item.branch)
+    return questions.open_questions(db, item.branch)
 
 
 def for_issue(config: Config, spec: str) -> Config:
@@ -156,7 +172,7 @@ class IssueQueue:
         ending = step.ending
         if ending not in ENDS:
             return False
-        self._end(ending, step.reason, step.number, step.waiting_for)
+        self._end(ending, step.reason, step.number)
         return True
 
     def settled(self) -> bool:
@@ -172,7 +188,7 @@ class IssueQueue:
             return False
         last = ended[-1]
         self._merges()
-        self._end(DECIDED[str(last.decision)], last.reason or "", last.number, None)
+        self._end(DECIDED[str(last.decision)], last.reason or "", last.number)
         return True
 
     def stop(self, source: str | None, why: str) -> bool:
@@ -218,7 +234,7 @@ class IssueQueue:
                 )
                 write_back(self.tracker, self.db, self.item.number, f"merged-{it.number}", text)
 
-    def _end(self, ending: Ending, reason: str, number: int, asked: str | None) -> None:
+    def _end(self, ending: Ending, reason: str, number: int) -> None:
         item = self.item
         assert item is not None and item.branch is not None
         pull = pulls.pull(self.db, item.branch)
@@ -228,12 +244,8 @@ class IssueQueue:
             text = f"DONE: the spec is met; the work is in {where}."
             event = "done"
         elif ending is Ending.STUCK:
-            question = f"\n\nThe question soda asked: {asked}" if asked else ""
-            text = (
-                f"STUCK at iteration {number}: {reason}\n\nWhat a person can do: reply here"
-                " (a correction, or the answer to the question below); soda takes the issue"
-                f" up again.{question}"
-            )
+            waiting = asked(self.db, item.number)
+            text = f"STUCK at iteration {number}: {reason}\n\n{_stuck_help(waiting)}"
             event = f"stuck-{number}"
         else:
             text = (
@@ -269,6 +281,19 @@ class IssueQueue:
         if self.run is not None:
             self.run.close(reason, keep_lock=True)
         self.run = self.item = self.issue_config = None
+
+
+def _stuck_help(waiting: list[Question]) -> str:
+    """What a person can do for a STUCK issue: reply; with the questions its run
+    waits for, each reply answers the oldest one still unanswered."""
+    if not waiting:
+        return "What a person can do: reply here with a correction; soda takes the issue up again."
+    listed = "\n".join(f"- question {q.id}: {q.question}" for q in waiting)
+    one = "the question" if len(waiting) == 1 else "the oldest question still unanswered"
+    return (
+        f"What a person can do: reply here; the reply answers {one} below, the task that"
+        f" asked goes on with it, and soda takes the issue up again.\n\n{listed}"
+    )
 
 
 def _stopped(why: str | None) -> str:
