@@ -15,9 +15,9 @@ from soda.store import questions
 from soda.store import tracker as rows
 from tests.conftest import git
 from tests.plan_fakes import NOT_MET, VERIFIED, plan, planning, task
-from tests.test_tracker_daemon import DONE, Host, host, said  # noqa: F401  (the fixture)
+from tests.trackerhost import DONE, Host, said
 
-pytest_plugins = ("tests.fakeforge",)
+pytest_plugins = ("tests.fakeforge", "tests.trackerhost")
 
 QUESTION = "Which rounding mode should divide use?"
 ANSWER = "Round half even, as banks do."

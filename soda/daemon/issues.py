@@ -3,7 +3,10 @@ time, each a run on its own milestone.
 
     poll    every `[tracker] poll_seconds`, at the daemon's tick:
             soda.forge.tracker.sync (conditional requests: an unchanged tracker
-            costs no rate limit after the first read, and never a model call)
+            costs no rate limit after the first read, and never a model call);
+            then every done issue's pull request that waits for its checks is
+            settled (soda.forge.done: ready or merged when green, the issue
+            queued again when a check failed), whatever issue is being worked
     work    the run to step: the issue in progress, or the next queued one
             (soda.forge.tracker.next_item), opened through soda.loop.host with the
             issue's spec, so its milestone is `soda/issue-N`; its start comment
@@ -26,13 +29,17 @@ from __future__ import annotations
 import threading
 import time
 from collections.abc import Callable
+from dataclasses import replace
 
 from sqlite_utils import Database
 
 from soda.config import Config, LiveConfig
 from soda.contracts import HumanInput
 from soda.contracts.outcomes import Ending, RunStatus
+from soda.events import Events
 from soda.forge import connect_tracker
+from soda.forge.done import settle_done
+from soda.forge.pulls import Settled
 from soda.forge.tracker import Reader, Synced, next_item, read_thread, sync, write_back
 from soda.human import commands
 from soda.human.checks import DatabaseRecord
@@ -92,6 +99,7 @@ class IssueQueue:
         db: Database,
         stopping: threading.Event,
         say: Printer,
+        events: Events,
         model: Model | None = None,
     ) -> None:
         self.live = live
@@ -108,6 +116,8 @@ class IssueQueue:
         self.run: Run | None = None
         self.issue_config: LiveConfig | None = None
         self.last_poll = float("-inf")
+        self.events = events
+        """The daemon's events: where settling a waiting pull request is recorded."""
 
     # --- reading the tracker ------------------------------------------------------
 
@@ -119,6 +129,12 @@ class IssueQueue:
             return None
         self.last_poll = time.monotonic()
         done = sync(self.tracker, config, self.db, self.read)
+        failed = []
+        for finished in settle_done(config, self.db, self.events):
+            self.say(f"tracker: issue #{finished.number}: {finished.word}")
+            if finished.outcome is Settled.FAILED:
+                failed.append(finished.number)
+        done = replace(done, requeued=[*done.requeued, *failed])
         for what, numbers in (
             ("queued", done.queued),
             ("kept as data (not a writer's label)", done.data),
@@ -239,10 +255,13 @@ class IssueQueue:
         assert item is not None and item.branch is not None
         pull = pulls.pull(self.db, item.branch)
         pr = pull.number if pull is not None else None
+        waits = pull is not None and pull.done_sha is not None
         if ending is Ending.DONE:
             where = f"pull request #{pr}" if pr else f"the branch `{item.branch}`"
-            text = f"DONE: the spec is met; the work is in {where}."
-            event = "done"
+            then = " It is marked ready for review once its checks pass." if waits else ""
+            text = f"DONE: the spec is met; the work is in {where}.{then}"
+            # Told again only after a failed check queued the issue again.
+            event = f"done-{number}" if rows.written(self.db, item.number, "done") else "done"
         elif ending is Ending.STUCK:
             waiting = asked(self.db, item.number)
             text = f"STUCK at iteration {number}: {reason}\n\n{_stuck_help(waiting)}"
@@ -255,7 +274,8 @@ class IssueQueue:
             event = f"halted-{number}"
         write_back(self.tracker, self.db, item.number, event, text)
         state = ENDS[ending]
-        rows.set_state(self.db, item.number, state, f"{state}: {reason}"[:200], pr)
+        word = f"pull request #{pr} waits for its checks" if waits else reason
+        rows.set_state(self.db, item.number, state, f"{state}: {word}"[:200], pr)
         self._close(f"issue #{item.number} {state}")
         self.say(f"tracker: issue #{item.number} {state}")
 
