@@ -29,7 +29,7 @@ from soda.config import Config
 from soda.errors import TransientError
 from soda.events import Events
 from soda.forge import connect
-from soda.forge.pulls import Settled, stored_checks
+from soda.forge.pulls import Settled
 from soda.store import forge as pull_rows
 from soda.store import tracker as rows
 
@@ -66,7 +66,16 @@ def settle_done(config: Config, db: Database, events: Events) -> list[Finished]:
         if pulls is None:  # `[forge] mode = "off"` since: nothing to finish
             return []
         try:
-            outcome = pulls.settle(events)
+            poll = pulls.poll(events)
+            if poll.failing:  # queued again before the wait ends: a kill -9 loses neither
+                names = ", ".join(f"{c.name} ({c.conclusion})" for c in poll.failing)
+                word = f"queued again: pull request #{number}'s checks failed after DONE: {names}"
+                rows.set_state(db, item.number, "queued", word[:200])
+                events.emit(
+                    "tracker.requeued", {"issue": item.number, "pull": number, "failing": names}
+                )
+                finished.append(Finished(item.number, number, Settled.FAILED, word))
+            outcome = pulls.settle(events, poll)
         except TransientError as exc:
             events.emit(
                 "forge.deferred", {"step": "settle", "issue": item.number, "error": str(exc)}
@@ -75,20 +84,10 @@ def settle_done(config: Config, db: Database, events: Events) -> list[Finished]:
         if outcome in (Settled.READY, Settled.MERGED):
             now = "merged" if outcome is Settled.MERGED else "ready for review"
             word = f"done: pull request #{number} {now}"
-            rows.set_state(db, item.number, "done", word)
-        elif outcome is Settled.FAILED:
-            row = pulls.row()
-            failing = [c for c in stored_checks(row) if c.failed] if row is not None else []
-            names = ", ".join(f"{c.name} ({c.conclusion})" for c in failing) or "a check"
-            word = f"queued again: pull request #{number}'s checks failed after DONE: {names}"
-            rows.set_state(db, item.number, "queued", word[:200])
-            events.emit(
-                "tracker.requeued", {"issue": item.number, "pull": number, "failing": names}
-            )
-        elif outcome is Settled.MOVED:
+        elif outcome is Settled.MOVED and not poll.failing:
             word = f"done: pull request #{number} has newer work than DONE's"
-            rows.set_state(db, item.number, "done", word)
         else:
             continue
+        rows.set_state(db, item.number, "done", word)
         finished.append(Finished(item.number, number, outcome, word))
     return finished
