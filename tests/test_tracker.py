@@ -69,7 +69,7 @@ def db_of(tracker: Tracker) -> object:
 def reader(config: Config, tracker: Tracker) -> intake.Reader:
     record = DatabaseRecord(db_of(tracker), config)  # type: ignore[arg-type]
 
-    def read(who: str, text: str) -> HumanInput:
+    def read(number: int, who: str, text: str) -> HumanInput:
         return commands.slash(record, commands.Provenance(commands.Face.TRACKER, who), text).item
 
     return read

@@ -340,8 +340,10 @@ class TrackerConfig(Section):
     """Where each issue's spec is written (`specs/issue-N.md`), relative to soda.toml."""
     poll_seconds: float = Field(60.0, ge=0, le=86_400, allow_inf_nan=False)
     """How often, in seconds, the daemon reads the tracker (0-86400; at its ticks:
-    `[daemon] tick_seconds` bounds how often it looks). Reads are conditional: an
-    unchanged tracker costs no rate limit after the first read, and never a model
+    `[daemon] tick_seconds` bounds how often it looks). Each read also finishes
+    the done issues' pull requests that waited for their checks (ready, or merged
+    with `[forge] merge = "when-green"`). Reads are conditional: an unchanged
+    tracker costs no rate limit after the first read, and never a model
     call."""
     priority: list[str] = Field(
         default_factory=lambda: ["priority:high", "priority:medium", "priority:low"]

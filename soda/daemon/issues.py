@@ -3,7 +3,10 @@ time, each a run on its own milestone.
 
     poll    every `[tracker] poll_seconds`, at the daemon's tick:
             soda.forge.tracker.sync (conditional requests: an unchanged tracker
-            costs no rate limit after the first read, and never a model call)
+            costs no rate limit after the first read, and never a model call);
+            then every done issue's pull request that waits for its checks is
+            settled (soda.forge.done: ready or merged when green, the issue
+            queued again when a check failed), whatever issue is being worked
     work    the run to step: the issue in progress, or the next queued one
             (soda.forge.tracker.next_item), opened through soda.loop.host with the
             issue's spec, so its milestone is `soda/issue-N`; its start comment
@@ -26,20 +29,26 @@ from __future__ import annotations
 import threading
 import time
 from collections.abc import Callable
+from dataclasses import replace
 
 from sqlite_utils import Database
 
 from soda.config import Config, LiveConfig
 from soda.contracts import HumanInput
 from soda.contracts.outcomes import Ending, RunStatus
+from soda.events import Events
 from soda.forge import connect_tracker
+from soda.forge.done import settle_done
+from soda.forge.pulls import Settled
 from soda.forge.tracker import Reader, Synced, next_item, read_thread, sync, write_back
 from soda.human import commands
 from soda.human.checks import DatabaseRecord
 from soda.llm.base import Model
 from soda.loop.host import Run, StepReport, open_run
 from soda.store import forge as pulls
+from soda.store import questions
 from soda.store import tracker as rows
+from soda.store.questions import Question
 
 Printer = Callable[[str], None]
 ENDS = {Ending.DONE: "done", Ending.STUCK: "stuck", Ending.HALT: "halted"}
@@ -52,14 +61,28 @@ SOURCE = "tracker:issue-"
 
 def reader(db: Database, config: Config) -> Reader:
     """How a writer's comment on an issue becomes an input: soda.human.commands
-    builds it, with the comment as its provenance."""
+    builds it, with the comment as its provenance. While the issue's run waits
+    for a person's answer, the comment answers its oldest open question that no
+    answer targets yet (one reply per question); else it is a correction."""
     record = DatabaseRecord(db, config)
 
-    def read(who: str, text: str) -> HumanInput:
+    def read(number: int, who: str, text: str) -> HumanInput:
         by = commands.Provenance(commands.Face.TRACKER, who)
-        return commands.slash(record, by, text).item
+        waiting = asked(db, number, unanswered_only=True)
+        return commands.slash(record, by, text, waiting[0].id if waiting else None).item
 
     return read
+
+
+def asked(db: Database, number: int, unanswered_only: bool = False) -> list[Question]:
+    """The open questions agents asked on issue `number`'s milestone, oldest
+    first (`unanswered_only`: those no answer waiting to be recorded targets)."""
+    item = rows.item(db, number)
+    if item is None or item.branch is None:
+        return []
+    if unanswered_only:
+        return questions.unanswered(db, item.branch)
+    return questions.open_questions(db, item.branch)
 
 
 def for_issue(config: Config, spec: str) -> Config:
@@ -76,6 +99,7 @@ class IssueQueue:
         db: Database,
         stopping: threading.Event,
         say: Printer,
+        events: Events,
         model: Model | None = None,
     ) -> None:
         self.live = live
@@ -92,6 +116,8 @@ class IssueQueue:
         self.run: Run | None = None
         self.issue_config: LiveConfig | None = None
         self.last_poll = float("-inf")
+        self.events = events
+        """The daemon's events: where settling a waiting pull request is recorded."""
 
     # --- reading the tracker ------------------------------------------------------
 
@@ -103,6 +129,12 @@ class IssueQueue:
             return None
         self.last_poll = time.monotonic()
         done = sync(self.tracker, config, self.db, self.read)
+        failed = []
+        for finished in settle_done(config, self.db, self.events):
+            self.say(f"tracker: issue #{finished.number}: {finished.word}")
+            if finished.outcome is Settled.FAILED:
+                failed.append(finished.number)
+        done = replace(done, requeued=[*done.requeued, *failed])
         for what, numbers in (
             ("queued", done.queued),
             ("kept as data (not a writer's label)", done.data),
@@ -156,7 +188,7 @@ class IssueQueue:
         ending = step.ending
         if ending not in ENDS:
             return False
-        self._end(ending, step.reason, step.number, step.waiting_for)
+        self._end(ending, step.reason, step.number)
         return True
 
     def settled(self) -> bool:
@@ -172,7 +204,7 @@ class IssueQueue:
             return False
         last = ended[-1]
         self._merges()
-        self._end(DECIDED[str(last.decision)], last.reason or "", last.number, None)
+        self._end(DECIDED[str(last.decision)], last.reason or "", last.number)
         return True
 
     def stop(self, source: str | None, why: str) -> bool:
@@ -218,22 +250,21 @@ class IssueQueue:
                 )
                 write_back(self.tracker, self.db, self.item.number, f"merged-{it.number}", text)
 
-    def _end(self, ending: Ending, reason: str, number: int, asked: str | None) -> None:
+    def _end(self, ending: Ending, reason: str, number: int) -> None:
         item = self.item
         assert item is not None and item.branch is not None
         pull = pulls.pull(self.db, item.branch)
         pr = pull.number if pull is not None else None
+        waits = pull is not None and pull.done_sha is not None
         if ending is Ending.DONE:
             where = f"pull request #{pr}" if pr else f"the branch `{item.branch}`"
-            text = f"DONE: the spec is met; the work is in {where}."
-            event = "done"
+            then = " It is marked ready for review once its checks pass." if waits else ""
+            text = f"DONE: the spec is met; the work is in {where}.{then}"
+            # Told again only after a failed check queued the issue again.
+            event = f"done-{number}" if rows.written(self.db, item.number, "done") else "done"
         elif ending is Ending.STUCK:
-            question = f"\n\nThe question soda asked: {asked}" if asked else ""
-            text = (
-                f"STUCK at iteration {number}: {reason}\n\nWhat a person can do: reply here"
-                " (a correction, or the answer to the question below); soda takes the issue"
-                f" up again.{question}"
-            )
+            waiting = asked(self.db, item.number)
+            text = f"STUCK at iteration {number}: {reason}\n\n{_stuck_help(waiting)}"
             event = f"stuck-{number}"
         else:
             text = (
@@ -243,7 +274,8 @@ class IssueQueue:
             event = f"halted-{number}"
         write_back(self.tracker, self.db, item.number, event, text)
         state = ENDS[ending]
-        rows.set_state(self.db, item.number, state, f"{state}: {reason}"[:200], pr)
+        word = f"pull request #{pr} waits for its checks" if waits else reason
+        rows.set_state(self.db, item.number, state, f"{state}: {word}"[:200], pr)
         self._close(f"issue #{item.number} {state}")
         self.say(f"tracker: issue #{item.number} {state}")
 
@@ -269,6 +301,19 @@ class IssueQueue:
         if self.run is not None:
             self.run.close(reason, keep_lock=True)
         self.run = self.item = self.issue_config = None
+
+
+def _stuck_help(waiting: list[Question]) -> str:
+    """What a person can do for a STUCK issue: reply; with the questions its run
+    waits for, each reply answers the oldest one still unanswered."""
+    if not waiting:
+        return "What a person can do: reply here with a correction; soda takes the issue up again."
+    listed = "\n".join(f"- question {q.id}: {q.question}" for q in waiting)
+    one = "the question" if len(waiting) == 1 else "the oldest question still unanswered"
+    return (
+        f"What a person can do: reply here; the reply answers {one} below, the task that"
+        f" asked goes on with it, and soda takes the issue up again.\n\n{listed}"
+    )
 
 
 def _stopped(why: str | None) -> str:

@@ -137,7 +137,9 @@ class Daemon:
         self.loop = run
         run.check_jail()
         if self.config.tracker.enabled:
-            self.issues = IssueQueue(self.live, run.db, self.flags.stop, self.say, run.model)
+            self.issues = IssueQueue(
+                self.live, run.db, self.flags.stop, self.say, run.events, run.model
+            )
         return run
 
     def _serve(self, run: Run) -> int:

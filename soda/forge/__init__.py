@@ -11,6 +11,8 @@ gate, and review comments from people with write access as corrections.
     body.py     what soda writes: the body, replies, the marker of its own text
     tracker.py  `[tracker]`: labelled issues as queued milestones, their threads
                 as input, the comments soda writes back (rows: soda.store.tracker)
+    done.py     the tracker's done issues whose pull request waits for its checks,
+                settled at each poll of the tracker (ready, merged, or queued again)
 
 `connect` builds the service from `[forge]` (None when `mode = "off"`); the loop
 calls it at SENSE, after each iteration and at DONE, and the idle daemon on its

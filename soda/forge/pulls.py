@@ -20,6 +20,7 @@ comment twice:
 
 from __future__ import annotations
 
+import enum
 import hashlib
 import json
 from dataclasses import dataclass, field
@@ -60,6 +61,23 @@ class Poll:
     @property
     def pending(self) -> list[Check]:
         return [c for c in self.checks if c.pending]
+
+
+class Settled(enum.StrEnum):
+    """What `PullRequests.settle` made of a DONE waiting for its checks."""
+
+    NOTHING = "nothing"
+    """No DONE waits (none was declared, or it is finished)."""
+    WAITING = "waiting"
+    """Checks still run (or have not started): it waits on."""
+    READY = "ready"
+    """Every check passed: marked ready for review."""
+    MERGED = "merged"
+    """Every check passed, and `forge.merge = "when-green"` merged it."""
+    FAILED = "failed"
+    """A check failed: DONE no longer stands (the work needs a fix)."""
+    MOVED = "moved"
+    """The branch moved on since DONE: its new work has its own ending."""
 
 
 @dataclass
@@ -257,33 +275,37 @@ class PullRequests:
         self.settle(events, poll)
         return None
 
-    def settle(self, events: Events, poll: Poll | None = None) -> None:
+    def settle(self, events: Events, poll: Poll | None = None) -> Settled:
         """A DONE that waited: once every check on its tip passed, mark the pull
-        request ready (and merge it with `forge.merge = "when-green"`)."""
+        request ready (and merge it with `forge.merge = "when-green"`). What
+        became of it; a failing check or new work ends the wait (FAILED, MOVED)."""
         row = self.row()
         if row is None or row.number is None or row.done_sha is None or row.merged:
-            return
+            return Settled.NOTHING
         poll = poll or self.poll(events)
         row = self.row()
         assert row is not None and row.number is not None
         done = row.done_sha
         if done is None or row.pushed_sha != done or poll.failing:
             self._save(done_sha=None)  # new work or a failure: no longer DONE's to finish
-            return
+            return Settled.FAILED if done is not None and poll.failing else Settled.MOVED
         # The forge may show the pushed head a little later; CI may not have started.
         if row.head_sha != done or poll.pending or (row.has_checks and not poll.checks):
             events.emit("forge.waiting", {"number": row.number, "pending": len(poll.pending)})
-            return
+            return Settled.WAITING
         pull = self.forge.get_pull(row.number)
         if pull.draft:
             self.forge.mark_ready(pull)
             events.emit("forge.ready", {"number": row.number})
         self._save(draft=0)
+        outcome = Settled.READY
         if self.config.merge == "when-green" and not row.merged:
             merged = self.forge.merge(row.number, done)
             events.emit("forge.merged", {"number": row.number, "merged": merged})
             self._save(merged=int(merged))
+            outcome = Settled.MERGED if merged else outcome
         self._save(done_sha=None)
+        return outcome
 
     def _known(self, row: rows.PullRow) -> PullRequest:
         assert row.number is not None

@@ -17,9 +17,10 @@ from soda.forge.body import MARKER, defuse
 from soda.forge.port import Comment, Tracker
 from soda.store import tracker as rows
 
-Reader = Callable[[str, str], HumanInput]
-"""(who, a writer's comment) -> the input it is (soda.human.commands builds it:
-this room may not), or InputError saying why it is none."""
+Reader = Callable[[int, str, str], HumanInput]
+"""(the issue's number, who, a writer's comment) -> the input it is (a
+correction, an answer to the issue's open question, a control: soda.human.commands
+builds it, this room may not), or InputError saying why it is none."""
 
 
 def is_writer(config: Config, login: str, forge_says: bool) -> bool:
@@ -57,7 +58,7 @@ def _read(config: Config, db: Database, number: int, comment: Comment, reader: R
         return 0
     try:
         said = reader(
-            f"{comment.author} on issue {number}, comment {comment.item_id}", comment.body
+            number, f"{comment.author} on issue {number}, comment {comment.item_id}", comment.body
         )
     except InputError as exc:
         rows.record_comment(db, seen("ignored", str(exc)))

@@ -15,7 +15,8 @@ with an `InputError` (one line saying what is wrong; nothing is delivered):
               unchanged plan is a plain approve)
     control   pause, resume, stop, cancel: what each face offers (`Face.controls`)
     slash     a comment on the forge's issue tracker: `/soda stop|pause|resume|
-              approve`, or else a correction (`Face.TRACKER`)
+              approve`, or else the answer to the question the issue's run
+              waits for, or else a correction (`Face.TRACKER`)
 
 What a face knows of the run it speaks to is a `RunRecord`: a repository's
 database (`soda.human.checks.DatabaseRecord`) or a fleet run's memo on the
@@ -236,11 +237,15 @@ def control(by: Provenance, kind: str) -> Said:
     return _said(by, kind=kind)
 
 
-def slash(record: RunRecord, by: Provenance, text: str) -> Said:
+def slash(record: RunRecord, by: Provenance, text: str, asked: int | None = None) -> Said:
     """A writer's comment on a tracker's issue: `/soda stop` (pause, resume), or
-    `/soda approve` (the plan or merge the run waits with), or else a correction."""
+    `/soda approve` (the plan or merge the run waits with), or else the answer to
+    question `asked` (the open question the issue's run waits for, if one does),
+    or else a correction."""
     words = text.strip().split(maxsplit=2)
     if len(words) < 2 or words[0].lower() != "/soda":
+        if asked is not None:
+            return answer(record, by, asked, text.strip())
         return tell(by, text.strip())
     verb = words[1].lower()
     if verb == "approve":

@@ -93,15 +93,17 @@ __all__ = [
 ]
 
 
-def open_questions(db: Database) -> list[Question]:
-    """Questions waiting for a person, oldest first."""
-    return questions.open_questions(db)
+def open_questions(db: Database, branch: str | None = None) -> list[Question]:
+    """Questions waiting for a person, oldest first; with `branch`, those asked on
+    that milestone (the daemon's tracker runs one milestone per issue in one
+    database: another issue's question is not this run's)."""
+    return questions.open_questions(db, branch)
 
 
-def waiting_for_answers(db: Database) -> dict[str, str]:
+def waiting_for_answers(db: Database, branch: str | None = None) -> dict[str, str]:
     """The planner's note on tasks waiting for a person's answer (they resume when
     it comes, so they are not planned again); nothing when none waits."""
-    waiting = [q for q in open_questions(db) if q.task_key is not None]
+    waiting = [q for q in open_questions(db, branch) if q.task_key is not None]
     if not waiting:
         return {}
     lines = [
@@ -162,20 +164,20 @@ def asked_orientation(question: str) -> Orientation:
     )
 
 
-def person_answers(db: Database) -> dict[str, str]:
-    """ORIENT's input with the answers to its agents' questions (read, not spent:
-    a plan-only preview leaves them for the next real ORIENT); nothing when there
-    are none."""
-    answered = [q for q in questions.answered(db) if q.agent == "orient"]
+def person_answers(db: Database, branch: str | None = None) -> dict[str, str]:
+    """ORIENT's input with the answers to its agents' questions on milestone
+    `branch` (read, not spent: a plan-only preview leaves them for the next real
+    ORIENT); nothing when there are none."""
+    answered = [q for q in questions.answered(db, branch) if q.agent == "orient"]
     if not answered:
         return {}
     lines = [f"- Q{q.id}: {q.question}\n  A: {q.answer}" for q in answered]
     return {"answers_from_the_person": "You asked; the person answered:\n" + "\n".join(lines)}
 
 
-def answers_used(db: Database) -> None:
+def answers_used(db: Database, branch: str | None = None) -> None:
     """The answers `person_answers` gave ORIENT are spent (settled as resumed)."""
-    for question in questions.answered(db):
+    for question in questions.answered(db, branch):
         if question.agent == "orient":
             questions.settle(db, question.id, "resumed")
 
@@ -245,7 +247,7 @@ def resume_orientation(session: Session, it: Iteration) -> Orientation | None:
     not replanned. None when there is nothing to resume. An answered question
     that cannot be resumed (nothing was kept) is closed; its task is replanned."""
     tasks: list[PlanTask] = []
-    for question in questions.answered(session.db):
+    for question in questions.answered(session.db, session.milestone.branch):
         if question.agent == "orient":
             continue  # for the next ORIENT (`person_answers`)
         stored = _stored(question)
@@ -304,7 +306,7 @@ def take_resume(session: Session, it: Iteration, task: PlanTask) -> Resume | Non
     first attempt goes on from it. None when the task waited for nothing."""
     if task.task_id is None:
         return None
-    for question in questions.answered(session.db):
+    for question in questions.answered(session.db, session.milestone.branch):
         stored = _stored(question)
         messages = resumed_conversation(question)
         if question.task_id != task.task_id or stored is None or messages is None:

@@ -202,7 +202,7 @@ class Run:
         return sum(1 for task in rows if task.status != TaskStatus.CLOSED)
 
     def _waiting_for(self) -> str | None:
-        asked = open_questions(self.db)
+        asked = open_questions(self.db, self.milestone.branch)
         if asked:
             return f"an answer to question {asked[0].id}: {asked[0].question}"
         return None

@@ -91,14 +91,14 @@ def orient(session: Session, it: Iteration, claims: Claims) -> Orientation:
         "spec": session.spec_text(),
         **guidance_inputs(session.config),
         "claims": claims,
-        **person_answers(session.db),
+        **person_answers(session.db, session.milestone.branch),
     }
     known = TaskIds(session.db, session.milestone.name)  # one lookup per id a plan names
     choice = planning_mode.choose(session, it, claims)  # [loop] planning: a DAG or one task
     for_planner: Inputs = {
         "tests_and_merges": tests_and_merges(session.config, "planner"),
         **choice.planner_inputs(),
-        **waiting_for_answers(session.db),
+        **waiting_for_answers(session.db, session.milestone.branch),
     }
     repo_map = partial(_repo_map, session, tip)  # made only when an agent that plans runs
     try:
@@ -241,7 +241,8 @@ def apply_orientation(session: Session, it: Iteration, orientation: Orientation)
     with every plan task bound to a Trace task."""
     iteration_id = it.id
     tracker = session.tracker
-    answers_used(session.db)  # the person's answers ORIENT was given are spent
+    # The person's answers ORIENT was given are spent.
+    answers_used(session.db, session.milestone.branch)
     for update in orientation.task_updates:
         _apply_update(session, it, update.task_id, update.action, update.reason)
     root = session.milestone.root_task_id

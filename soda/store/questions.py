@@ -78,14 +78,29 @@ def get(db: Database, question_id: int) -> Question | None:
     return Question(*row) if row else None
 
 
-def open_questions(db: Database) -> list[Question]:
-    """Questions waiting for a person, oldest first (for `soda status`)."""
-    return _where(db, "status = 'open'")
+def open_questions(db: Database, branch: str | None = None) -> list[Question]:
+    """Questions waiting for a person, oldest first (for `soda status`); with
+    `branch`, only those asked on that milestone branch."""
+    return _where(db, "status = 'open'", branch=branch)
 
 
-def answered(db: Database) -> list[Question]:
-    """Answered questions whose task has not resumed yet, oldest first."""
-    return _where(db, "status = 'answered'")
+def answered(db: Database, branch: str | None = None) -> list[Question]:
+    """Answered questions whose task has not resumed yet, oldest first; with
+    `branch`, only those asked on that milestone branch."""
+    return _where(db, "status = 'answered'", branch=branch)
+
+
+def unanswered(db: Database, branch: str) -> list[Question]:
+    """The open questions asked on milestone `branch` that no answer waiting to be
+    recorded (a pending or claimed `answer` input) targets yet, oldest first: what
+    a person's next answer there answers."""
+    return _where(
+        db,
+        "status = 'open' AND NOT EXISTS (SELECT 1 FROM human_inputs h WHERE h.kind = 'answer'"
+        " AND h.status IN ('pending', 'claimed')"
+        " AND json_extract(h.payload_json, '$.target') = questions.id)",
+        branch=branch,
+    )
 
 
 def of_iteration(db: Database, iteration: int) -> list[Question]:
@@ -112,8 +127,15 @@ def settle(db: Database, question_id: int, status: str) -> None:
         )
 
 
-def _where(db: Database, condition: str, params: list[Any] | None = None) -> list[Question]:
-    rows = db.execute(
-        f"SELECT {_COLUMNS} FROM questions WHERE {condition} ORDER BY id", params or []
-    )
+def _where(
+    db: Database, condition: str, params: list[Any] | None = None, branch: str | None = None
+) -> list[Question]:
+    values = list(params or [])
+    if branch is not None:  # the run of the iteration that asked was on `branch`
+        condition += (
+            " AND iteration_id IN (SELECT i.id FROM iterations i JOIN runs r ON i.run_id = r.id"
+            " WHERE r.milestone_branch = ?)"
+        )
+        values.append(branch)
+    rows = db.execute(f"SELECT {_COLUMNS} FROM questions WHERE {condition} ORDER BY id", values)
     return [Question(*row) for row in rows]
