@@ -10,7 +10,6 @@ from rich.table import Table
 from sqlite_utils import Database
 
 from soda.errors import InputError
-from soda.loop.host import report_summary
 from soda.store import events as event_rows
 from soda.store import history, human_inputs
 
@@ -63,6 +62,8 @@ def show_iteration(db: Database, number: int) -> str:
     lines += _claims_summary(it["claims_json"])
     lines += _orient_summary(it["orient_json"])
     lines += _act_summary(it["act_json"])
+    from soda.loop.host import report_summary  # the loop's door: `history` needs none of it
+
     lines += report_summary(it.get("report_json"), db, number)
     lines += _steps_summary(db, it["id"])
     lines += _human_summary(db, number)

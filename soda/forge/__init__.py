@@ -30,10 +30,8 @@ from sqlite_utils import Database
 
 from soda.config import Config
 from soda.errors import ConfigError, UserError
-from soda.forge.kinds import forge_for
 from soda.forge.port import Forge, Tracker
 from soda.forge.pulls import Poll, PullRequests, stored_checks
-from soda.forge.push import remote_url, repository_from_url
 from soda.system.clock import SYSTEM_CLOCK, Clock
 
 __all__ = ["Poll", "PullRequests", "Tracker", "connect", "connect_tracker", "stored_checks"]
@@ -65,7 +63,11 @@ def connect(
 
 def _built(config: Config, db: Database, clock: Clock, needs: str) -> tuple[Forge, str, str]:
     """The forge `[forge]` names, its repository and token; a missing token or a
-    repository that cannot be named is a user error."""
+    repository that cannot be named is a user error. The forge's HTTP client and
+    git's are imported here, so reading the store (`soda status`) needs neither."""
+    from soda.forge.kinds import forge_for
+    from soda.forge.push import remote_url, repository_from_url
+
     forge = config.forge
     token = os.environ.get(forge.token_env, "").strip()
     if not token:

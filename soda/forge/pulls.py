@@ -40,7 +40,6 @@ from soda.forge.port import (
     Forge,
     PullRequest,
 )
-from soda.forge.push import push
 from soda.store import forge as rows
 from soda.store.db import now
 
@@ -111,6 +110,8 @@ class PullRequests:
         if row is not None and (row.merged or row.state == "closed"):
             return None
         if row is None or row.pushed_sha != tip:
+            from soda.forge.push import push  # git's client, only when there is a push
+
             push(self.repo_path, self.config.remote, self.branch, self.token, self.config.token_env)
             self._save(pushed_sha=tip)
             events.emit("forge.pushed", {"branch": self.branch, "commit": tip})
