@@ -363,7 +363,7 @@ class TrackerConfig(Section):
         if value is not None:
             host, _, port = value.rpartition(":")
             if not host.strip() or not port.isdigit() or not 0 < int(port) < 65536:
-                raise ValueError(f"{value!r} is not HOST:PORT (e.g. \"127.0.0.1:7233\")")
+                raise ValueError(f'{value!r} is not HOST:PORT (e.g. "127.0.0.1:7233")')
         return value
 
 
