@@ -58,12 +58,16 @@ TRANSIENT_WAIT = timedelta(seconds=30)
 
 @workflow.defn(name=WORKFLOW_TYPE)
 class SodaRun:
-    def __init__(self) -> None:
-        self.state: RunState | None = None
+    @workflow.init
+    def __init__(self, state: RunState) -> None:
+        # The state is there before any signal is handled: one that comes with the
+        # start (or right after a continue-as-new) is applied, never dropped.
+        self.state: RunState | None = state
         self.status = FleetStatus.STARTING
 
     @workflow.run
     async def run(self, state: RunState) -> str:
+        state = self.state or state  # the one the first signals changed
         self.state = state
         state.token = state.token or workflow.info().run_id  # the first execution's
         while True:
