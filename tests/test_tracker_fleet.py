@@ -46,7 +46,7 @@ from soda.store import tracker as rows
 from soda.system.lock import release_lock
 from tests.conftest import git, soda, wait_for
 from tests.fakeforge import TOKEN, FakeForge
-from tests.fleet_helpers import DEMO_RUN, SCRIPT, WorkerProcess, describe, start_worker
+from tests.fleet_helpers import ASKING, DEMO_RUN, SCRIPT, WorkerProcess, describe, start_worker
 from tests.sample import sample_project
 from tests.test_forge_loop import with_forge
 from tests.test_tracker_daemon import CRITERIA, TRACKER_ON
@@ -85,13 +85,14 @@ def tracker_project(
     monkeypatch: pytest.MonkeyPatch,
     address: str,
     windows: list[str] | None = None,
+    responses: list[dict[str, Any]] = DEMO_RUN,
 ) -> Path:
     """The demo's project with pull requests on the stand-in, the tracker on, its
     issues run in the fleet at `address`; its script committed (every worker's
     clone replays it) and `main` pushed to the stand-in's bare repository."""
     root = sample_project(tmp_path)
     python = json.dumps(sys.executable)[1:-1]
-    script = {"latency_seconds": 0.0, "responses": DEMO_RUN}
+    script = {"latency_seconds": 0.0, "responses": responses}
     (root / SCRIPT).write_text(json.dumps(script).replace("{python}", python))
     config = root / "soda.toml"
     text = config.read_text().replace("state/demo-script.json", SCRIPT)
@@ -238,6 +239,39 @@ def test_a_two_issue_queue_runs_as_two_fleet_runs_to_done(
         # Polling again writes nothing more.
         poller.tick()
         assert len(soda_comments(fake_forge, first)) == len(soda_comments(fake_forge, then)) == 3
+    finally:
+        poller.close()
+
+
+def test_a_writers_reply_to_a_stuck_issue_lets_its_run_go_on(
+    server: devserver.DevServer,
+    worker: WorkerProcess,
+    tmp_path: Path,
+    fake_forge: FakeForge,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The run asks in iteration 1 and waits (STUCK, said once with the question);
+    a writer's reply on the issue goes to the run, which goes on to DONE."""
+    root = tracker_project(tmp_path, fake_forge, monkeypatch, server.address, responses=ASKING)
+    number = fake_forge.add_issue("alice", "OWNER", "Subtract and divide", CRITERIA, ("soda",))
+    poller = Poller(root)
+    try:
+        stuck = poller.until(number, "stuck", "done", "halted", "cancelled")
+        assert stuck.state == "stuck", stuck
+        _, said = soda_comments(fake_forge, number)
+        assert said.startswith("STUCK at iteration 1: ") and "Is rounding in the spec?" in said
+        poller.tick()  # waiting: nothing more is said
+        assert len(soda_comments(fake_forge, number)) == 2
+        fake_forge.add_issue_comment(number, "alice", "OWNER", "No rounding: truncate.")
+        done = poller.until(number, "done", "halted", "cancelled")
+        assert done.state == "done", done
+        written = soda_comments(fake_forge, number)
+        assert [text.split(" ", 1)[0] for text in written] == [
+            "soda", "STUCK", "Iteration", "DONE:",
+        ]  # fmt: skip
+        assert written[2].startswith("Iteration 2 merged ")
+        run = tracker_runs.run_of(poller.db, number)
+        assert run is not None and executions(server.address, run) == 1
     finally:
         poller.close()
 
