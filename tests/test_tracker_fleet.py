@@ -46,8 +46,17 @@ from soda.store import tracker as rows
 from soda.system.lock import release_lock
 from tests.conftest import git, soda, wait_for
 from tests.fakeforge import TOKEN, FakeForge
-from tests.fleet_helpers import ASKING, DEMO_RUN, SCRIPT, WorkerProcess, describe, start_worker
+from tests.fleet_helpers import (
+    ASKING,
+    DEMO_RUN,
+    SCRIPT,
+    WorkerProcess,
+    describe,
+    start_worker,
+    wait_status,
+)
 from tests.sample import sample_project
+from tests.test_fleet_approval import APPROVED
 from tests.test_forge_loop import with_forge
 from tests.test_tracker_daemon import CRITERIA, TRACKER_ON
 
@@ -86,6 +95,7 @@ def tracker_project(
     address: str,
     windows: list[str] | None = None,
     responses: list[dict[str, Any]] = DEMO_RUN,
+    approving: bool = False,
 ) -> Path:
     """The demo's project with pull requests on the stand-in, the tracker on, its
     issues run in the fleet at `address`; its script committed (every worker's
@@ -99,6 +109,8 @@ def tracker_project(
     changes = {**TRACKER_ON, "# fleet = (not set)": f'fleet = "{address}"'}
     if windows is not None:
         changes["windows = []"] = f"windows = {json.dumps(windows)}"
+    if approving:  # every plan waits for a person's verdict
+        changes['risk_threshold = "high"'] = 'risk_threshold = "low"'
     for old, new in changes.items():
         assert text.count(old) == 1, old
         text = text.replace(old, new)
@@ -272,6 +284,74 @@ def test_a_writers_reply_to_a_stuck_issue_lets_its_run_go_on(
         assert written[2].startswith("Iteration 2 merged ")
         run = tracker_runs.run_of(poller.db, number)
         assert run is not None and executions(server.address, run) == 1
+    finally:
+        poller.close()
+
+
+def test_a_writers_approve_on_the_issue_approves_the_plan_its_run_waits_with(
+    server: devserver.DevServer,
+    worker: WorkerProcess,
+    tmp_path: Path,
+    fake_forge: FakeForge,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    root = tracker_project(
+        tmp_path, fake_forge, monkeypatch, server.address, responses=APPROVED, approving=True
+    )
+    number = fake_forge.add_issue("alice", "OWNER", "Subtract and divide", CRITERIA, ("soda",))
+    poller = Poller(root)
+    try:
+        stuck = poller.until(number, "stuck", "done", "halted", "cancelled")
+        assert stuck.state == "stuck", stuck
+        said = soda_comments(fake_forge, number)[-1]
+        assert "`/soda approve` here approves the plan that waits" in said, said
+        fake_forge.add_issue_comment(number, "alice", "OWNER", "/soda approve")
+        done = poller.until(number, "done", "halted", "cancelled")
+        assert done.state == "done", done
+        approved = poller.db.execute(
+            "SELECT kind, payload_json FROM human_inputs WHERE source_file LIKE ?",
+            [f"tracker:issue-{number}:%"],
+        ).fetchall()
+        assert [(kind, json.loads(payload)["target"]) for kind, payload in approved] == [
+            ("approve", 1)
+        ]
+        run = tracker_runs.run_of(poller.db, number)
+        assert run is not None
+        history = describe(server.address, run)["history"]
+        assert [h["outcome"] for h in history] == ["awaiting_approval", "merged", "done"]
+    finally:
+        poller.close()
+
+
+def test_a_writers_stop_or_removed_label_stops_the_issues_run(
+    server: devserver.DevServer,
+    worker: WorkerProcess,
+    tmp_path: Path,
+    fake_forge: FakeForge,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """`/soda stop` from a writer, and the label a writer removed, cancel the issue:
+    its run is stopped and the issue told once; an outsider's stop changes nothing."""
+    root = tracker_project(tmp_path, fake_forge, monkeypatch, server.address, never_now())
+    stopped = fake_forge.add_issue("alice", "OWNER", "Subtract", CRITERIA, ("soda",))
+    unlabelled = fake_forge.add_issue("alice", "OWNER", "Divide", CRITERIA, ("soda",))
+    poller = Poller(root)
+    try:
+        poller.tick()
+        runs = tracker_runs.runs(poller.db)
+        assert sorted(runs) == [stopped, unlabelled]
+        fake_forge.add_issue_comment(stopped, "mallory", "NONE", "/soda stop")
+        poller.tick()
+        assert poller.item(stopped).state == "running"
+        fake_forge.add_issue_comment(stopped, "alice", "OWNER", "/soda stop")
+        fake_forge.edit_issue(unlabelled, by="alice", labels=[])
+        poller.tick()
+        for number in (stopped, unlabelled):
+            assert poller.item(number).state == "cancelled"
+            wait_status(server.address, runs[number], {"stopped"}, 30)
+            poller.tick()
+            written = soda_comments(fake_forge, number)
+            assert len(written) == 2 and written[1].startswith("soda stopped work on this issue")
     finally:
         poller.close()
 

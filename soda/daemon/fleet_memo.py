@@ -52,6 +52,14 @@ def ending_text(
     if state == "done":
         where = f"pull request #{pr}" if pr else f"the branch `{branch}`"
         return "done", f"DONE: the spec is met; the work is in {where}."
+    waits = described.get("approval")
+    if state == "stuck" and waits:
+        deadline = (described.get("status") or {}).get("approval_deadline")
+        return f"stuck-{number}", (
+            f"STUCK at iteration {number}: {reason}\n\nWhat a person can do: `/soda approve`"
+            f" here approves the {waits.get('what') or 'plan'} that waits for a verdict"
+            f" (until {deadline}); a reply is read as a correction."
+        )
     if state == "stuck":
         asked = (described.get("status") or {}).get("waiting_for")
         question = f"\n\nThe question soda asked: {asked}" if asked else ""
