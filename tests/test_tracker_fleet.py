@@ -356,6 +356,34 @@ def test_a_writers_stop_or_removed_label_stops_the_issues_run(
         poller.close()
 
 
+def test_what_a_person_must_fix_on_the_workers_halts_the_issue_in_one_line(
+    server: devserver.DevServer,
+    worker: WorkerProcess,
+    tmp_path: Path,
+    fake_forge: FakeForge,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The forge's token is here but not on the workers: the run waits for a
+    person, and the issue says what to fix (HALT), once."""
+    root = tracker_project(tmp_path, fake_forge, monkeypatch, server.address)
+    config = root / "soda.toml"
+    text = config.read_text().replace('token_env = "GITHUB_TOKEN"', 'token_env = "ONLY_HERE"')
+    config.write_text(text)
+    monkeypatch.setenv("ONLY_HERE", TOKEN)
+    number = fake_forge.add_issue("alice", "OWNER", "Subtract and divide", CRITERIA, ("soda",))
+    poller = Poller(root)
+    try:
+        halted = poller.until(number, "halted", "stuck", "done", "cancelled")
+        assert halted.state == "halted", halted
+        poller.tick()
+        _, said = soda_comments(fake_forge, number)
+        assert said.startswith("HALT at iteration 0: a person to fix: soda.toml: forge.token_env:")
+        assert "ONLY_HERE is not set" in said and TOKEN not in said
+        stop_run(server.address, str(tracker_runs.run_of(poller.db, number)))
+    finally:
+        poller.close()
+
+
 def test_a_run_is_started_once_whatever_comes_between_its_row_and_its_start(
     server: devserver.DevServer,
     worker: WorkerProcess,

@@ -4,6 +4,7 @@ back, in the one-machine path's words (soda.daemon.issues)."""
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Any
 
 from soda.human import commands
@@ -13,23 +14,37 @@ ENDED = ("failed", "terminated", "canceled", "timed_out")
 """How the server names a run that ended without its workflow's word."""
 
 
-def state_of(described: dict[str, Any]) -> str | None:
-    """The issue's state as its run's memo says it: done, stuck, halted,
-    cancelled; None while it works (or waits for a verdict's timer)."""
-    status = str((described.get("status") or {}).get("status") or "")
+@dataclass(frozen=True)
+class RunEnding:
+    """Where a run's memo leaves its issue, when not working."""
+
+    state: str
+    """done, stuck, halted or cancelled (soda.store.tracker's states)."""
+    number: int
+    """The last iteration (0: none ran)."""
+    reason: str
+
+
+def state_of(described: dict[str, Any]) -> RunEnding | None:
+    """The issue's state as its run's memo says it: done, stuck (after STUCK, a
+    plan or merge waiting for a verdict, or its iterations used up), halted
+    (after HALT, something a person must fix, or the workflow failed),
+    cancelled (stopped); None while it works, or waits for its working window."""
+    status = described.get("status") or {}
+    now = str(status.get("status") or "")
     history = described.get("history") or []
-    last = str(history[-1].get("ending") or "") if history else ""
-    if status == "done":
-        return "done"
-    if status == "stopped":
-        return "cancelled"
-    if status == "stuck":  # its iterations used up
-        return "stuck"
-    if status in ENDED:
-        return "halted"
-    if status == "waiting" and last in ("stuck", "halt"):
-        return "stuck" if last == "stuck" else "halted"
-    return None
+    last = history[-1] if history else {}
+    number, reason = int(last.get("number") or 0), str(last.get("reason") or "")
+    ending = str(last.get("ending") or "")
+    waiting_for = str(status.get("waiting_for") or "")
+    found = {"done": "done", "stopped": "cancelled", "stuck": "stuck"}.get(now)
+    if found is None and now in ENDED:
+        found, reason = "halted", f"the fleet run {now}"
+    elif found is None and now == "waiting" and waiting_for.startswith("a person to fix"):
+        found, reason = "halted", waiting_for
+    elif found is None and now == "waiting" and ending in ("stuck", "halt"):
+        found = "stuck" if ending == "stuck" else "halted"
+    return RunEnding(found, number, reason) if found is not None else None
 
 
 def ended(described: dict[str, Any]) -> bool:

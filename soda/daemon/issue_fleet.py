@@ -99,11 +99,12 @@ class FleetPoll:
         """Runs sent an input by this poll: their memos may not show it yet."""
 
     def run(self) -> Synced:
-        done = sync(self.tracker, self.config, self.db, self._reader(None), self._reader)
+        done = Synced([], [], 0)
         try:
+            done = sync(self.tracker, self.config, self.db, self._reader(None), self._reader)
             for item in rows.items(self.db):
                 self._move(item)
-        except TransientError as exc:
+        except TransientError as exc:  # what was done is recorded; the rest waits
             self.say(f"tracker: the fleet did not answer ({exc}); again at the next poll")
         return done
 
@@ -118,10 +119,10 @@ class FleetPoll:
         """How a writer's comment on issue `number` becomes an input: checked
         against its run's memo (a `/soda approve` names the plan that waits there)."""
         run = fleet_rows.run_of(self.db, number) if number is not None else None
-        described = self.look(run) if run is not None else None
-        record = self.fleet.record(described) if described is not None else NoRun()
 
         def read(who: str, text: str) -> HumanInput:
+            described = self.look(run) if run is not None else None  # only when one is read
+            record = self.fleet.record(described) if described is not None else NoRun()
             by = commands.Provenance(commands.Face.TRACKER, who)
             return commands.slash(record, by, text).item
 
@@ -186,7 +187,8 @@ class FleetPoll:
             read_thread(self.tracker, self.config, self.db, item.number, self._reader(None))
             for unsent in fleet_rows.unsent(self.db, item.number):
                 fleet_rows.mark_sent(self.db, unsent.id, f"not sent: fleet run {run} has ended")
-            state = state_of(described) or "halted"
+            ending = state_of(described)
+            state = ending.state if ending is not None else "halted"
             rows.set_state(self.db, item.number, state, f"its fleet run {run} has ended")
             return
         rows.set_state(self.db, item.number, "running", f"running in the fleet as {run}")
@@ -239,21 +241,20 @@ class FleetPoll:
                 number = int(row["number"])
                 text = f"Iteration {number} merged {str(row['merged_commit'])[:12]} on `{branch}`."
                 write_back(self.tracker, self.db, item.number, f"merged-{number}", text)
-        state = state_of(described)
-        if state in ("stuck", "halted") and run in self.told:
-            return  # it was just answered: its memo says so at the next poll
-        if state is None:
+        ending = state_of(described)
+        if ending is None:
             if item.state != "running":  # a writer's answer let the run go on
                 rows.set_state(self.db, item.number, "running", f"running in the fleet as {run}")
             return
-        last = (described.get("history") or [{}])[-1]
-        number, reason = int(last.get("number") or 0), str(last.get("reason") or "")
+        state, reason = ending.state, ending.reason
+        if state in ("stuck", "halted") and run in self.told:
+            return  # it was just answered: its memo says so at the next poll
         if state == "cancelled":
             rows.set_state(self.db, item.number, "cancelled", f"stopped: fleet run {run}")
             self._cancel(rows.item(self.db, item.number) or item, run)
             return
         pr = self._pull(branch) if state == "done" else None
-        event, text = ending_text(state, number, reason, described, branch, pr)
+        event, text = ending_text(state, ending.number, reason, described, branch, pr)
         if write_back(self.tracker, self.db, item.number, event, text) or item.state != state:
             self.say(f"tracker: issue #{item.number} {state}")
         rows.set_state(self.db, item.number, state, f"{state}: {reason}"[:200], pr)
