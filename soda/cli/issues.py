@@ -67,6 +67,9 @@ def show_queue(ctx: typer.Context, as_json: AsJson = False) -> None:
 def sync(ctx: typer.Context) -> None:
     """Read the tracker now: new labelled issues and new comments on queued ones.
 
+    With `[tracker] fleet`, also start each ready issue's fleet run, send it the
+    writers' new comments, and write back what each run did.
+
     Example: soda issues sync
     """
     project = project_of(ctx)
