@@ -140,6 +140,7 @@ HEAVY: dict[str, tuple[str, ...]] = {
         "test_fleet_approval.py",
         "test_fleet_rebuild.py",
         "test_fleet_worker.py",
+        "test_tracker_fleet.py",
     ),
     "cli_executor": (
         "test_cli_executor.py",

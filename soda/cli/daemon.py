@@ -147,7 +147,8 @@ def daemon_run(ctx: typer.Context) -> None:
 
     Example: soda daemon-run
     """
+    from soda.cli.issue_fleet import fleet_of
     from soda.config import find_config
     from soda.daemon.process import Daemon
 
-    raise typer.Exit(Daemon(find_config(project_of(ctx).directory)).run())
+    raise typer.Exit(Daemon(find_config(project_of(ctx).directory), fleet_of).run())

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from typing import Literal
 
-from pydantic import BaseModel, ConfigDict, Field, model_validator
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
 Risk = Literal["none", "low", "medium", "high", "critical"]
 RISK_LEVELS: tuple[str, ...] = ("none", "low", "medium", "high", "critical")
@@ -351,6 +351,22 @@ class TrackerConfig(Section):
     """Labels that order the queue, first first: of the issues ready to run (their
     "Depends on #M" done), one carrying an earlier label here runs first, then the
     oldest."""
+    fleet: str | None = None
+    """The fleet's Temporal server, HOST:PORT (see "Many repositories"): each
+    queued issue whose "Depends on #M" are done runs as its own fleet run (on the
+    `soda worker`s, several at once) instead of one at a time in the daemon. Not
+    set: the daemon works the queue itself."""
+    fleet_namespace: str = Field("default", min_length=1, max_length=200)
+    """The Temporal namespace of `fleet`."""
+
+    @field_validator("fleet")
+    @classmethod
+    def _fleet_is_host_and_port(cls, value: str | None) -> str | None:
+        if value is not None:
+            host, _, port = value.rpartition(":")
+            if not host.strip() or not port.isdigit() or not 0 < int(port) < 65536:
+                raise ValueError(f'{value!r} is not HOST:PORT (e.g. "127.0.0.1:7233")')
+        return value
 
 
 ExecutorBackend = Literal["builtin", "claude-code", "codex"]

@@ -32,6 +32,7 @@ import os
 import signal
 import threading
 import traceback
+from collections.abc import Callable
 from dataclasses import replace
 from datetime import datetime
 from pathlib import Path
@@ -42,6 +43,7 @@ from apscheduler.schedulers.background import BackgroundScheduler
 from soda.config import Config, LiveConfig, load
 from soda.contracts.outcomes import RunStatus
 from soda.daemon.flags import SETTLE_SECONDS, Flags, settle_delay, take
+from soda.daemon.issue_fleet import Fleet, IssueFleet
 from soda.daemon.issues import IssueQueue
 from soda.daemon.parts import LOG_NAME, keep_watching
 from soda.errors import SodaError, UserError
@@ -72,8 +74,10 @@ class Daemon:
     by the loop (a reload) and read by every thread as one reference.
     """
 
-    def __init__(self, config_path: Path) -> None:
+    def __init__(self, config_path: Path, fleet: Callable[[Config], Fleet] | None = None) -> None:
         self.config_path = config_path
+        self.fleet = fleet
+        """How to reach the fleet `[tracker] fleet` names (the CLI hands it in)."""
         self.live = LiveConfig(check_provider(load(config_path)))
         """The config this daemon, its session, runner and recorder all read."""
         self.flags = Flags()
@@ -90,9 +94,10 @@ class Daemon:
         """A `pause` came: no iteration until a `resume`."""
         self.resumed = False
         """A `resume` came: the next wake iterates even if nothing else changed."""
-        self.issues: IssueQueue | None = None
+        self.issues: IssueQueue | IssueFleet | None = None
         """`[tracker] enabled`: the work is the tracker's queue (soda.daemon.issues),
-        one issue's run at a time, not the project's spec."""
+        one issue's run at a time, not the project's spec; with `[tracker] fleet`,
+        each issue a fleet run (soda.daemon.issue_fleet), this daemon its poll."""
 
     @property
     def config(self) -> Config:
@@ -136,7 +141,12 @@ class Daemon:
         run = open_run(self.live, start=False, stopping=self.flags.stop)
         self.loop = run
         run.check_jail()
-        if self.config.tracker.enabled:
+        tracker = self.config.tracker
+        if tracker.enabled and tracker.fleet is not None:
+            if self.fleet is None:
+                raise UserError("soda.toml: tracker.fleet: this soda cannot reach a fleet")
+            self.issues = IssueFleet(self.live, run.db, self.fleet(self.config), self.say)
+        elif tracker.enabled:
             self.issues = IssueQueue(
                 self.live, run.db, self.flags.stop, self.say, run.events, run.model
             )

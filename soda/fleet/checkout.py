@@ -44,7 +44,7 @@ from soda.fleet.state import (
     report_from_json,
     report_json,
 )
-from soda.repo.git import ensure_excluded, harden_git_environment
+from soda.repo.git import ensure_excluded, harden_git_environment, write_ignored
 from soda.repo.milestone import milestone_branch, milestone_name
 from soda.repo.push import Retry
 from soda.repo.push import push as push_refs
@@ -161,10 +161,9 @@ def run_config(checkout: RunCheckout, settings: RunSettings) -> Config:
     and base branch, rooted at the clone."""
     path = checkout.root / CONFIG_NAME
     if settings.config_text is not None:
-        path = checkout.root / FLEET_CONFIG
-        if not path.exists() or path.read_text(encoding="utf-8") != settings.config_text:
-            ensure_excluded(Repo(checkout.root), f"/{FLEET_CONFIG}")
-            path.write_text(settings.config_text, encoding="utf-8")
+        path = write_ignored(Repo(checkout.root), FLEET_CONFIG, settings.config_text)
+    if settings.spec_text is not None and settings.spec:  # an issue's, never committed
+        write_ignored(Repo(checkout.root), settings.spec, settings.spec_text)
     if not path.exists():
         raise UserError(f"{settings.repo_url}: no {CONFIG_NAME} (run `soda init` there first)")
     config = load(path)

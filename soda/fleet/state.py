@@ -36,6 +36,8 @@ MAX_CARRIED_TASKS = 40
 ones (lowest ids first) and the few last closed."""
 MAX_TASK_TEXT = 1000
 """Characters of a carried task's description (its title: 200, its reason: 300)."""
+MAX_HEARD = 200
+"""Keys of signalled inputs a run remembers, to drop one sent twice."""
 
 
 @dataclass
@@ -57,6 +59,9 @@ class RunSettings:
     keep_checkout: bool = False
     """Keep the run's clone and record in its worker's cache after the run ends
     (to look into them); by default the worker removes them."""
+    spec_text: str | None = None
+    """The spec's text, written at `spec` in the clone (ignored by git) when the
+    repository does not hold it: an issue's spec from the tracker."""
 
 
 @dataclass
@@ -210,6 +215,10 @@ class RunState:
     the next opens (seconds since the epoch; no worker held meanwhile)."""
     moves: int = 0
     """Times the run was placed again after losing its worker."""
+    heard: list[str] = field(default_factory=list)
+    """The keys of the last inputs signalled with one (`MAX_HEARD`): a second
+    signal of a key is dropped (a sender cut short between its signal and its own
+    record sends it again)."""
     tokens: int = 0
     cost_usd: float = 0.0
 

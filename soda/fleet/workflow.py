@@ -27,6 +27,7 @@ from temporalio.exceptions import ActivityError, ApplicationError, TimeoutError
 with workflow.unsafe.imports_passed_through():
     from soda.contracts.outcomes import Ending, FleetStatus, IterationOutcome
     from soda.fleet.state import (
+        MAX_HEARD,
         MAX_HISTORY,
         SHARED_QUEUE,
         VERDICT_KINDS,
@@ -57,12 +58,16 @@ TRANSIENT_WAIT = timedelta(seconds=30)
 
 @workflow.defn(name=WORKFLOW_TYPE)
 class SodaRun:
-    def __init__(self) -> None:
-        self.state: RunState | None = None
+    @workflow.init
+    def __init__(self, state: RunState) -> None:
+        # The state is there before any signal is handled: one that comes with the
+        # start (or right after a continue-as-new) is applied, never dropped.
+        self.state: RunState | None = state
         self.status = FleetStatus.STARTING
 
     @workflow.run
     async def run(self, state: RunState) -> str:
+        state = self.state or state  # the one the first signals changed
         self.state = state
         state.token = state.token or workflow.info().run_id  # the first execution's
         while True:
@@ -280,10 +285,14 @@ class SodaRun:
     # --- what a person says: signals, checked by the client as the inbox checks
 
     @workflow.signal
-    def human(self, kind: str, document: dict[str, Any]) -> None:
+    def human(self, kind: str, document: dict[str, Any], key: str = "") -> None:
+        """A person's input; `key` (when given) names it, and a second signal of
+        the same key is dropped."""
         state = self.state
-        if state is None:
+        if state is None or (key and key in state.heard):
             return
+        if key:
+            state.heard = [*state.heard, key][-MAX_HEARD:]
         if kind == Control.PAUSE:  # the controls a host applies (routing.HOST_CONTROLS)
             state.paused = True
         elif kind == Control.RESUME:

@@ -22,7 +22,7 @@ from __future__ import annotations
 
 import hashlib
 import re
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
@@ -106,10 +106,18 @@ class Synced:
     """Stuck or halted items a writer replied to, queued again."""
 
 
-def sync(tracker: Tracker, config: Config, db: Database, reader: Reader) -> Synced:
+def sync(
+    tracker: Tracker,
+    config: Config,
+    db: Database,
+    reader: Reader,
+    reader_for: Callable[[int], Reader] | None = None,
+) -> Synced:
     """Read the labelled issues and the running one's thread; record what is new.
     Inputs go to this repository's one queue, so only the issue being worked on
-    speaks to the run; another issue's comments are read when it runs."""
+    speaks to the run; another issue's comments are read when it runs.
+    `reader_for(number)`, when given, reads issue `number`'s thread instead of
+    `reader` (each issue's run in the fleet checks an approval against its own)."""
     done = Synced([], [], 0)
     labelled = tracker.labelled_issues(config.tracker.label)
     for issue in labelled:
@@ -138,11 +146,15 @@ def sync(tracker: Tracker, config: Config, db: Database, reader: Reader) -> Sync
             rows.set_state(db, item.number, "queued", "a writer replied: queued again")
             done.requeued.append(item.number)
     inputs = sum(
-        read_thread(tracker, config, db, item.number, reader)
+        read_thread(tracker, config, db, item.number, (reader_for or _same(reader))(item.number))
         for item in rows.items(db)
         if item.state == "running"
     )
     return replace(done, inputs=inputs)
+
+
+def _same(reader: Reader) -> Callable[[int], Reader]:
+    return lambda number: reader
 
 
 def _labeller(tracker: Tracker, config: Config, issue: Issue) -> tuple[str, int | None]:

@@ -123,6 +123,17 @@ def ensure_excluded(repo: Repo, pattern: str) -> bool:
     return True
 
 
+def write_ignored(repo: Repo, name: str, text: str) -> Path:
+    """`text` at `name` in the work tree, ignored by git (no commit or worktree
+    sees it), written only when it differs; its path."""
+    path = Path(repo.working_dir) / name
+    if not path.is_file() or path.read_text(encoding="utf-8") != text:
+        ensure_excluded(repo, f"/{name}")
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(text, encoding="utf-8")
+    return path
+
+
 def _is_ignored(repo: Repo, pattern: str) -> bool:
     probe = pattern.rstrip("/") + "/soda.db"
     try:

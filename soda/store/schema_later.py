@@ -268,6 +268,21 @@ def m014_tracker_queue(db: Database) -> None:
     )
 
 
+def m015_tracker_fleet(db: Database) -> None:
+    """`[tracker] fleet`: each queued issue runs as its own fleet run. Its run's id
+    is written here before the run is started (so a restart starts it at most
+    once), beside the issue's row."""
+    db.conn.executescript(
+        """
+        CREATE TABLE tracker_runs (
+            number INTEGER PRIMARY KEY,
+            run_id TEXT NOT NULL,
+            started_at TEXT NOT NULL
+        );
+        """
+    )
+
+
 MIGRATIONS = [
     m006_milestone_digest,
     m007_bounded_reads,
@@ -278,5 +293,6 @@ MIGRATIONS = [
     m012_price_source,
     m013_tracker,
     m014_tracker_queue,
+    m015_tracker_fleet,
 ]
 """In the order they apply (never reorder one that has shipped)."""
