@@ -58,7 +58,7 @@ from tests.fleet_helpers import (
 from tests.sample import sample_project
 from tests.test_fleet_approval import APPROVED
 from tests.test_forge_loop import with_forge
-from tests.test_tracker_daemon import CRITERIA, TRACKER_ON
+from tests.trackerhost import CRITERIA, TRACKER_ON
 
 pytest_plugins = ("tests.fakeforge",)
 

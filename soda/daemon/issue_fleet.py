@@ -120,7 +120,7 @@ class FleetPoll:
         against its run's memo (a `/soda approve` names the plan that waits there)."""
         run = fleet_rows.run_of(self.db, number) if number is not None else None
 
-        def read(who: str, text: str) -> HumanInput:
+        def read(_number: int, who: str, text: str) -> HumanInput:
             described = self.look(run) if run is not None else None  # only when one is read
             record = self.fleet.record(described) if described is not None else NoRun()
             by = commands.Provenance(commands.Face.TRACKER, who)
