@@ -8,7 +8,9 @@ from __future__ import annotations
 
 from typing import Literal
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+from pydantic import ConfigDict, Field, field_validator, model_validator
+
+from soda.config.docstrings import Documented
 
 Risk = Literal["none", "low", "medium", "high", "critical"]
 RISK_LEVELS: tuple[str, ...] = ("none", "low", "medium", "high", "critical")
@@ -20,8 +22,8 @@ DEFAULT_REPO_MAP_TOKENS = 2000
 """The repository map's default size, in tokens ([context] repo_map_tokens)."""
 
 
-class Section(BaseModel):
-    model_config = ConfigDict(extra="forbid", use_attribute_docstrings=True)
+class Section(Documented):
+    model_config = ConfigDict(extra="forbid")
 
 
 class ProjectConfig(Section):

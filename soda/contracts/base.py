@@ -10,11 +10,13 @@ from __future__ import annotations
 
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict
+from pydantic import ConfigDict
+
+from soda.config.docstrings import Documented
 
 
-class Contract(BaseModel):
-    model_config = ConfigDict(extra="forbid", use_attribute_docstrings=True)
+class Contract(Documented):
+    model_config = ConfigDict(extra="forbid")
 
 
 def asked_in_full(schema: dict[str, Any]) -> None:
