@@ -7,7 +7,8 @@ the module of every frame on the stack and parsing the class again: about 90 ms
 of every soda process's start-up for soda's models. `Documented` parses each
 module's source once, reads every class in it from that one tree, and builds a
 model's schema only when it is first used (`defer_build`), so a process pays
-only for the models it uses.
+only for the models it uses (pydantic builds it under a lock: threads may meet
+a model first at once; hence pydantic>=2.14.4).
 
 The rule is pydantic's: a string statement right after an annotated field is that
 field's description, unless the field names one (`Field(description=...)`).
