@@ -7,6 +7,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
+from soda.daemon import told
 from soda.human import commands
 from soda.store import tracker as rows
 
@@ -53,11 +54,7 @@ def ended(described: dict[str, Any]) -> bool:
 
 
 def start_text(item: rows.TrackerItem, run: str) -> str:
-    return (
-        f"soda is working on this issue in the fleet (run `{run}`) on the branch"
-        f" `{item.branch}`, from the spec written from it. A comment here from a person"
-        " with write access is read as a correction; `/soda stop` stops the work."
-    )
+    return told.start(item.branch, run=run)
 
 
 def ending_text(
@@ -65,29 +62,26 @@ def ending_text(
 ) -> tuple[str, str]:
     """The event and the comment of a run's ending, in the one-machine path's words."""
     if state == "done":
-        where = f"pull request #{pr}" if pr else f"the branch `{branch}`"
-        return "done", f"DONE: the spec is met; the work is in {where}."
+        return "done", told.done(pr, branch)
     waits = described.get("approval")
     if state == "stuck" and waits:
         deadline = (described.get("status") or {}).get("approval_deadline")
-        return f"stuck-{number}", (
-            f"STUCK at iteration {number}: {reason}\n\nWhat a person can do: `/soda approve`"
-            f" here approves the {waits.get('what') or 'plan'} that waits for a verdict"
-            f" (until {deadline}); a reply is read as a correction."
+        can_do = (
+            f"What a person can do: `/soda approve` here approves the"
+            f" {waits.get('what') or 'plan'} that waits for a verdict (until {deadline});"
+            " a reply is read as a correction."
         )
+        return f"stuck-{number}", told.stuck(number, reason, can_do)
     if state == "stuck":
         asked = (described.get("status") or {}).get("waiting_for")
         question = f"\n\nThe question soda asked: {asked}" if asked else ""
-        return f"stuck-{number}", (
-            f"STUCK at iteration {number}: {reason}\n\nWhat a person can do: reply here"
-            " (a correction, or the answer to the question below); soda takes the issue"
-            f" up again.{question}"
+        can_do = (
+            "What a person can do: reply here (a correction, or the answer to the question"
+            f" below); soda takes the issue up again.{question}"
         )
-    return f"halted-{number}", (
-        f"HALT at iteration {number}: {reason}\n\nsoda stopped work on this issue;"
-        " a person must look (`soda fleet status`, `soda fleet history`). A reply here"
-        " lets its run go on."
-    )
+        return f"stuck-{number}", told.stuck(number, reason, can_do)
+    look = "`soda fleet status`, `soda fleet history`"
+    return f"halted-{number}", told.halted(number, reason, look, "A reply here lets its run go on.")
 
 
 class NoRun:

@@ -36,6 +36,7 @@ from sqlite_utils import Database
 from soda.config import Config, LiveConfig
 from soda.contracts import HumanInput
 from soda.contracts.outcomes import Ending, RunStatus
+from soda.daemon import told
 from soda.events import Events
 from soda.forge import connect_tracker
 from soda.forge.done import settle_done
@@ -169,7 +170,7 @@ class IssueQueue:
             return None
         if item.state == "queued":
             rows.set_state(self.db, item.number, "running", "running")
-        write_back(self.tracker, self.db, item.number, "start", self._start_text(item))
+        write_back(self.tracker, self.db, item.number, "start", told.start(item.branch, item.spec))
         # Its thread now, so the first iteration reads what was said while it waited.
         read_thread(self.tracker, self.live.current, self.db, item.number, self.read)
         self.issue_config = LiveConfig(for_issue(self.live.current, item.spec))
@@ -232,13 +233,6 @@ class IssueQueue:
 
     # --- what is written back -----------------------------------------------------------
 
-    def _start_text(self, item: rows.TrackerItem) -> str:
-        return (
-            f"soda is working on this issue on the branch `{item.branch}`, from the spec"
-            f" `{item.spec}` written from it. A comment here from a person with write access"
-            " is read as a correction; `/soda stop` stops the work."
-        )
-
     def _merges(self) -> None:
         """One short comment per iteration that merged on the issue's branch (each
         once: the database says which merged, the thread which were told)."""
@@ -257,20 +251,17 @@ class IssueQueue:
         pr = pull.number if pull is not None else None
         waits = pull is not None and pull.done_sha is not None
         if ending is Ending.DONE:
-            where = f"pull request #{pr}" if pr else f"the branch `{item.branch}`"
             then = " It is marked ready for review once its checks pass." if waits else ""
-            text = f"DONE: the spec is met; the work is in {where}.{then}"
+            text = told.done(pr, item.branch, then)
             # Told again only after a failed check queued the issue again.
             event = f"done-{number}" if rows.written(self.db, item.number, "done") else "done"
         elif ending is Ending.STUCK:
             waiting = asked(self.db, item.number)
-            text = f"STUCK at iteration {number}: {reason}\n\n{_stuck_help(waiting)}"
+            text = told.stuck(number, reason, _stuck_help(waiting))
             event = f"stuck-{number}"
         else:
-            text = (
-                f"HALT at iteration {number}: {reason}\n\nsoda stopped work on this issue;"
-                " a person must look (`soda status`, `soda show`). A reply here queues it again."
-            )
+            look, reply = "`soda status`, `soda show`", "A reply here queues it again."
+            text = told.halted(number, reason, look, reply)
             event = f"halted-{number}"
         write_back(self.tracker, self.db, item.number, event, text)
         state = ENDS[ending]
@@ -282,7 +273,7 @@ class IssueQueue:
     def _cancelled(self, why: str | None) -> None:
         item = self.item
         assert item is not None
-        write_back(self.tracker, self.db, item.number, "cancelled", _stopped(why))
+        write_back(self.tracker, self.db, item.number, "cancelled", told.stopped(why))
         self._close(f"issue #{item.number} {why or 'cancelled'}")
         self.say(f"tracker: issue #{item.number} {why or 'cancelled'}")
 
@@ -294,7 +285,7 @@ class IssueQueue:
                 continue
             if not rows.written(self.db, item.number, "cancelled"):
                 write_back(
-                    self.tracker, self.db, item.number, "cancelled", _stopped(item.last_word)
+                    self.tracker, self.db, item.number, "cancelled", told.stopped(item.last_word)
                 )
 
     def _close(self, reason: str) -> None:
@@ -314,7 +305,3 @@ def _stuck_help(waiting: list[Question]) -> str:
         f"What a person can do: reply here; the reply answers {one} below, the task that"
         f" asked goes on with it, and soda takes the issue up again.\n\n{listed}"
     )
-
-
-def _stopped(why: str | None) -> str:
-    return f"soda stopped work on this issue ({why or 'cancelled'})."
