@@ -57,20 +57,34 @@ async def connect(address: str, namespace: str = "default") -> Client:
         raise TransientError(f"no Temporal server at {address} ({exc})") from exc
 
 
+async def start(
+    client: Client, settings: RunSettings, task_queue: str = SHARED_QUEUE, again: bool = True
+) -> str:
+    """Start the run of this repository and spec; its id. WorkflowAlreadyStartedError
+    while a run of the pair goes on; `again`: a pair whose run ended may run again
+    (False: an id is started once, ever)."""
+    ident = run_id(settings.repo_url, settings.spec)
+    reuse = (
+        WorkflowIDReusePolicy.ALLOW_DUPLICATE if again else WorkflowIDReusePolicy.REJECT_DUPLICATE
+    )
+    await client.start_workflow(
+        WORKFLOW_TYPE,
+        RunState(settings),
+        id=ident,
+        task_queue=task_queue,
+        id_conflict_policy=WorkflowIDConflictPolicy.FAIL,
+        id_reuse_policy=reuse,
+    )
+    return ident
+
+
 async def submit(client: Client, settings: RunSettings, task_queue: str = SHARED_QUEUE) -> str:
     """Start the run of this repository and spec; its id. A second submit of the
     same pair while the first runs is refused."""
-    ident = run_id(settings.repo_url, settings.spec)
     try:
-        await client.start_workflow(
-            WORKFLOW_TYPE,
-            RunState(settings),
-            id=ident,
-            task_queue=task_queue,
-            id_conflict_policy=WorkflowIDConflictPolicy.FAIL,
-            id_reuse_policy=WorkflowIDReusePolicy.ALLOW_DUPLICATE,
-        )
+        ident = await start(client, settings, task_queue)
     except WorkflowAlreadyStartedError as exc:
+        ident = run_id(settings.repo_url, settings.spec)
         raise InputError(
             f"{settings.repo_url} (spec {settings.spec or 'default'}) already runs as {ident}"
             " (see `soda fleet status`)"

@@ -17,14 +17,13 @@ import contextlib
 from typing import Any
 
 from temporalio.client import Client
-from temporalio.common import WorkflowIDConflictPolicy, WorkflowIDReusePolicy
 from temporalio.exceptions import WorkflowAlreadyStartedError
 from temporalio.service import RPCError, RPCStatusCode
 
 from soda.contracts import HumanInput
 from soda.errors import InputError
-from soda.fleet.client import MemoRecord, call, describe
-from soda.fleet.state import SHARED_QUEUE, WORKFLOW_TYPE, RunSettings, RunState, run_id
+from soda.fleet.client import MemoRecord, call, describe, start
+from soda.fleet.state import RunSettings, run_id
 from soda.human.commands import RunRecord
 
 
@@ -51,14 +50,7 @@ class TemporalFleet:
         async def go(client: Client) -> str:
             # Started before (a restart after a kill -9): that one is the run.
             with contextlib.suppress(WorkflowAlreadyStartedError):
-                await client.start_workflow(
-                    WORKFLOW_TYPE,
-                    RunState(settings),
-                    id=ident,
-                    task_queue=SHARED_QUEUE,
-                    id_conflict_policy=WorkflowIDConflictPolicy.FAIL,
-                    id_reuse_policy=WorkflowIDReusePolicy.REJECT_DUPLICATE,
-                )
+                await start(client, settings, again=False)
             return ident
 
         return call(self.address, self.namespace, go)
