@@ -204,7 +204,11 @@ def test_four_runs_across_two_workers_reach_done(
         done = assert_done_once(server, run, url)
         ran_on |= {h["worker"] for h in done["history"]}
         for worker in workers:  # a run that ended leaves no checkout in any cache
-            assert not run_home(worker.cache, run).home.exists()
+            left = run_home(worker.cache, run).home
+            assert not left.exists(), (
+                f"{left} is left; {worker.name}'s log ends:\n"
+                + (worker.log.read_text(errors="replace")[-3000:])
+            )
     assert ran_on == {w.name for w in workers}  # two slots each: both took runs
     listed = fleet(server, "list", "--json")
     rows = {row["run"]: row for row in json.loads(listed.output)}
