@@ -17,6 +17,7 @@ from pathlib import Path
 from pydantic import Field, ValidationError
 from pydantic_core import ErrorDetails
 
+from soda.config.forge import ForgeConfig, TrackerConfig
 from soda.config.mcp import McpConfig, McpServer
 from soda.config.sections import (
     DEFAULT_REPO_MAP_TOKENS,
@@ -27,7 +28,6 @@ from soda.config.sections import (
     ContextConfig,
     DaemonConfig,
     ExecutorConfig,
-    ForgeConfig,
     GateConfig,
     LoopConfig,
     ModelConfig,
@@ -37,7 +37,6 @@ from soda.config.sections import (
     Risk,
     SandboxConfig,
     Section,
-    TrackerConfig,
 )
 from soda.errors import ConfigError
 
