@@ -67,6 +67,9 @@ def test_a_command_loads_only_its_module_and_help_lists_all(tmp_path: Path) -> N
     for name in ("history", "issues", "mcp", "fleet", "tell", "worker"):
         assert name in everything
     assert "soda.cli.issues" in everything
+    version = loaded("--version")  # the root's eager option: no command's module
+    assert version.startswith("soda ") and "soda.cli.view" not in version
+    assert "soda.cli.main" not in version
     unknown = subprocess.run(
         [sys.executable, "-m", "soda", "histroy"], cwd=tmp_path, capture_output=True, text=True
     )

@@ -1,10 +1,10 @@
 """`soda`'s entry point (the `soda` script and `python -m soda`). It imports only
 the command module of the command asked for (`HOMES`), so a command does not pay
 for every other one's imports: the forge's HTTP client, the inputs' checks, the
-fleet. `soda`, `soda --help`, a root option alone or a name soda does not know
-import them all (`soda.cli.main`), so help lists every command and typer's
-"No such command" knows them. `tests/test_cli_entry.py` checks `HOMES` against
-what the modules register.
+fleet. `soda --version` imports none. `soda`, `soda --help`, another root option
+alone or a name soda does not know import them all (`soda.cli.main`), so help
+lists every command and typer's "No such command" knows them.
+`tests/test_cli_entry.py` checks `HOMES` against what the modules register.
 """
 
 from __future__ import annotations
@@ -34,7 +34,10 @@ VALUED_ROOT_OPTIONS = frozenset({"-C", "--dir"})
 def main() -> None:
     # Rich wraps to the terminal; keep output stable when piped.
     os.environ.setdefault("COLUMNS", "120")
-    modules = HOMES.get(command_named(sys.argv[1:]) or "")
+    command = command_named(sys.argv[1:])
+    modules = HOMES.get(command or "")
+    if command is None and "--version" in sys.argv[1:]:
+        modules = ()  # printed by the root's eager option: no command is loaded
     if modules is None:
         importlib.import_module("soda.cli.main")
     for module in modules or ():
