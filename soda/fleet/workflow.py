@@ -54,6 +54,10 @@ PLACE_RETRY = RetryPolicy(
 """A worker with no free slot refuses a placement; another (or a later) one takes
 it, within half a second of a slot coming free."""
 TRANSIENT_WAIT = timedelta(seconds=30)
+RELEASE_WAIT = timedelta(seconds=5)
+"""How long a waiting run's `release` may take to start, and to run (best effort)."""
+FORGET_WAIT = timedelta(seconds=30)
+"""The same for an ended run's, which also removes its checkout from the cache."""
 
 
 @workflow.defn(name=WORKFLOW_TYPE)
@@ -257,8 +261,12 @@ class SodaRun:
                 "release",
                 args=[workflow.info().workflow_id, forget],
                 task_queue=placement.queue,
-                schedule_to_start_timeout=timedelta(seconds=5),
-                start_to_close_timeout=timedelta(seconds=5),
+                # An ended run's checkout is removed by this call alone (a sweep
+                # takes only old ones, at a worker's start): a busy worker gets
+                # longer to take it than a wait's release, which the next
+                # placement makes good anyway.
+                schedule_to_start_timeout=FORGET_WAIT if forget else RELEASE_WAIT,
+                start_to_close_timeout=FORGET_WAIT if forget else RELEASE_WAIT,
                 retry_policy=RetryPolicy(maximum_attempts=1),
             )
 
