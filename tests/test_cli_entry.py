@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from soda.cli.entry import HOMES, command_named
+from soda.cli.entry import HOMES, command_named, root_options
 from soda.cli.main import app
 
 
@@ -44,6 +44,12 @@ def test_the_command_is_the_first_word_past_the_roots_options(
     args: list[str], named: str | None
 ) -> None:
     assert command_named(args) == named
+
+
+def test_the_roots_options_stop_at_the_command_and_skip_a_value() -> None:
+    assert root_options(["--version"]) == ["--version"]
+    assert root_options(["-C", "--version"]) == ["-C"]  # the directory's name
+    assert root_options(["status", "--version"]) == []
 
 
 def test_a_command_loads_only_its_module_and_help_lists_all(tmp_path: Path) -> None:

@@ -36,7 +36,7 @@ def main() -> None:
     os.environ.setdefault("COLUMNS", "120")
     command = command_named(sys.argv[1:])
     modules = HOMES.get(command or "")
-    if command is None and "--version" in sys.argv[1:]:
+    if command is None and "--version" in root_options(sys.argv[1:]):
         modules = ()  # printed by the root's eager option: no command is loaded
     if modules is None:
         importlib.import_module("soda.cli.main")
@@ -45,6 +45,19 @@ def main() -> None:
     from soda.cli.app import app
 
     app()
+
+
+def root_options(args: list[str]) -> list[str]:
+    """The root's options in `args` (before the command; not an option's value)."""
+    found = []
+    words = iter(args)
+    for word in words:
+        if not word.startswith("-"):
+            break
+        found.append(word)
+        if word in VALUED_ROOT_OPTIONS:
+            next(words, None)
+    return found
 
 
 def command_named(args: list[str]) -> str | None:
