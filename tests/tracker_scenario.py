@@ -22,22 +22,20 @@ import os
 import random
 import re
 import signal
-import sqlite3
 import subprocess
 import sys
-import time
-from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
 
 from soda.forge.body import MARKER
 from soda.llm.base import ModelRequest
 from soda.llm.function import FunctionModel, Reply, submit
+from tests.conftest import wait_for
 from tests.fakeapi import FakeAPI
 from tests.fakeforge import NAME, OWNER, TOKEN, FakeForge
 from tests.plan_fakes import VERIFIED, executor, plan, planning, task
 from tests.sample import sample_project
+from tests.test_daemon import query
 from tests.test_effectiveness import on_the_wire
 
 KEY = "sk-ant-test-not-real"
@@ -56,14 +54,6 @@ SETTINGS = {
 
 def git(cwd: Path, *args: str, check: bool = True) -> subprocess.CompletedProcess[str]:
     return subprocess.run(["git", *args], cwd=cwd, check=check, capture_output=True, text=True)
-
-
-def query(root: Path, sql: str, *params: Any) -> list[tuple[Any, ...]]:
-    db = sqlite3.connect(root / "state" / "soda.db", timeout=10)
-    try:
-        return db.execute(sql, params).fetchall()
-    finally:
-        db.close()
 
 
 def model(root: Path) -> FunctionModel:
@@ -151,7 +141,7 @@ def start_daemon(root: Path) -> subprocess.Popen[bytes]:
             [sys.executable, "-m", "soda", "daemon-run"], cwd=root, stdout=log, stderr=log
         )
     ready = root / "state" / "daemon.ready"
-    wait(
+    wait_for(
         lambda: (
             (ready.exists() and ready.read_text().strip() == str(process.pid))
             or process.poll() is not None
@@ -161,16 +151,6 @@ def start_daemon(root: Path) -> subprocess.Popen[bytes]:
     )
     assert process.poll() is None, "the daemon exited before it was ready"
     return process
-
-
-def wait(condition: Callable[[], Any], seconds: float, what: str) -> Any:
-    deadline = time.monotonic() + seconds
-    while time.monotonic() < deadline:
-        found = condition()
-        if found:
-            return found
-        time.sleep(0.05)
-    raise AssertionError(f"timed out after {seconds:g} s waiting for {what}")
 
 
 def events(root: Path) -> int:
@@ -194,7 +174,7 @@ def run_with_kills(trial: Trial, rng: random.Random, kills: int, span: int = 60)
         daemon = start_daemon(root)
         target = events(root) + rng.randint(1, span)
         try:
-            wait(
+            wait_for(
                 lambda: events(root) >= target or all_done(root) or daemon.poll() is not None,  # noqa: B023
                 120,
                 f"event {target}",
@@ -207,7 +187,7 @@ def run_with_kills(trial: Trial, rng: random.Random, kills: int, span: int = 60)
         trial.kills.append(events(root))
     daemon = start_daemon(root)
     try:
-        wait(lambda: all_done(root) or daemon.poll() is not None, 180, "the queue done")
+        wait_for(lambda: all_done(root) or daemon.poll() is not None, 180, "the queue done")
         exited(root, daemon)
     finally:
         daemon.send_signal(signal.SIGTERM)

@@ -20,7 +20,6 @@ import typer
 
 from soda.cli.app import app, handled, out, project_of, say
 from soda.cli.view import JSON_HELP
-from soda.daemon.issues import reader
 from soda.forge import connect_tracker
 from soda.forge import tracker as intake
 from soda.store import tracker as rows
@@ -81,6 +80,8 @@ def sync(ctx: typer.Context) -> None:
 
         done = poll(tracker, config, db, fleet_of(config), say)
     else:
+        from soda.daemon.issues import reader  # the daemon's, with the loop: sync only
+
         done = intake.sync(tracker, config, db, reader(db, config))
     queued = ", ".join(f"#{n}" for n in done.queued) or "none"
     data = ", ".join(f"#{n}" for n in done.data) or "none"

@@ -38,11 +38,13 @@ from sqlite_utils import Database
 from soda.config import CONFIG_NAME, Config, LiveConfig
 from soda.contracts import HumanInput
 from soda.contracts.outcomes import RunStatus
+from soda.daemon import told
 from soda.daemon.fleet_memo import NoRun, ended, ending_text, start_text, state_of
 from soda.errors import TransientError
 from soda.forge import Tracker, connect, connect_tracker
 from soda.forge.push import remote_url
-from soda.forge.tracker import Reader, Synced, read_thread, sync, waiting, write_back
+from soda.forge.thread import issue_of, source_of
+from soda.forge.tracker import Synced, read_thread, ready, sync, write_back
 from soda.human import commands
 from soda.human.routing import Control
 from soda.loop.host import Run, StepReport
@@ -101,7 +103,7 @@ class FleetPoll:
     def run(self) -> Synced:
         done = Synced([], [], 0)
         try:
-            done = sync(self.tracker, self.config, self.db, self._reader(None), self._reader)
+            done = sync(self.tracker, self.config, self.db, self._read)
             for item in rows.items(self.db):
                 self._move(item)
         except TransientError as exc:  # what was done is recorded; the rest waits
@@ -115,18 +117,14 @@ class FleetPoll:
             self.looks[run] = self.fleet.look(run)
         return self.looks[run]
 
-    def _reader(self, number: int | None) -> Reader:
+    def _read(self, number: int, who: str, text: str) -> HumanInput:
         """How a writer's comment on issue `number` becomes an input: checked
         against its run's memo (a `/soda approve` names the plan that waits there)."""
-        run = fleet_rows.run_of(self.db, number) if number is not None else None
-
-        def read(_number: int, who: str, text: str) -> HumanInput:
-            described = self.look(run) if run is not None else None  # only when one is read
-            record = self.fleet.record(described) if described is not None else NoRun()
-            by = commands.Provenance(commands.Face.TRACKER, who)
-            return commands.slash(record, by, text).item
-
-        return read
+        run = fleet_rows.run_of(self.db, number)
+        described = self.look(run) if run is not None else None  # only when one is read
+        record = self.fleet.record(described) if described is not None else NoRun()
+        by = commands.Provenance(commands.Face.TRACKER, who)
+        return commands.slash(record, by, text).item
 
     # --- one issue ------------------------------------------------------------------
 
@@ -150,12 +148,7 @@ class FleetPoll:
 
     def _ready(self) -> set[int]:
         """The queued issues whose "Depends on #M" are done."""
-        known = {item.number: item for item in rows.items(self.db)}
-        return {
-            item.number
-            for item in waiting(self.db, self.config.tracker.priority)
-            if not any(n in known and known[n].state != "done" for n in item.depends)
-        }
+        return {item.number for item in ready(self.db, self.config.tracker.priority)}
 
     def _start(self, item: rows.TrackerItem) -> str:
         """Its run's id written first, then the run started (at most once)."""
@@ -184,7 +177,7 @@ class FleetPoll:
         elif ended(described):
             # A writer replied to an issue whose run has ended: the fleet does not
             # start an issue's run twice. The reply is kept, and said to be unsent.
-            read_thread(self.tracker, self.config, self.db, item.number, self._reader(None))
+            read_thread(self.tracker, self.config, self.db, item.number, self._read)
             for unsent in fleet_rows.unsent(self.db, item.number):
                 fleet_rows.mark_sent(self.db, unsent.id, f"not sent: fleet run {run} has ended")
             ending = state_of(described)
@@ -194,7 +187,7 @@ class FleetPoll:
         rows.set_state(self.db, item.number, "running", f"running in the fleet as {run}")
         write_back(self.tracker, self.db, item.number, "start", start_text(item, run))
         # Its thread now, so the run hears what was said while the issue waited.
-        read_thread(self.tracker, self.config, self.db, item.number, self._reader(item.number))
+        read_thread(self.tracker, self.config, self.db, item.number, self._read)
 
     def _tell(self, item: rows.TrackerItem, run: str) -> None:
         """The writers' inputs read from the thread, sent to the run (each once:
@@ -224,7 +217,7 @@ class FleetPoll:
         described = self.look(run)
         if described is not None and not ended(described):
             stop = commands.control(commands.Provenance(commands.Face.TRACKER), Control.STOP)
-            self.fleet.send(run, stop.item, f"tracker:issue-{item.number}:cancel")
+            self.fleet.send(run, stop.item, source_of(item.number, "cancel"))
         why = item.last_word or "cancelled"
         text = f"soda stopped work on this issue ({why}); its fleet run {run} stops."
         write_back(self.tracker, self.db, item.number, "cancelled", text)
@@ -239,7 +232,7 @@ class FleetPoll:
         for row in described.get("history") or []:
             if row.get("merged_commit"):
                 number = int(row["number"])
-                text = f"Iteration {number} merged {str(row['merged_commit'])[:12]} on `{branch}`."
+                text = told.merged(number, str(row["merged_commit"]), branch)
                 write_back(self.tracker, self.db, item.number, f"merged-{number}", text)
         ending = state_of(described)
         if ending is None:
@@ -307,7 +300,7 @@ class IssueFleet:
 
     def stop(self, source: str | None, why: str) -> bool:
         """A `/soda stop` the poll did not take (it takes each as it reads it)."""
-        number = _issue_of(source)
+        number = issue_of(source)
         if number is None:
             return False
         rows.set_state(self.db, number, "cancelled", f"stopped: {why}")
@@ -318,11 +311,3 @@ class IssueFleet:
 
     def finish(self, status: RunStatus, reason: str) -> None:
         """Nothing is held here: the runs go on in the fleet."""
-
-
-def _issue_of(source: str | None) -> int | None:
-    prefix = "tracker:issue-"
-    if not source or not source.startswith(prefix):
-        return None
-    number = source.removeprefix(prefix).split(":", 1)[0]
-    return int(number) if number.isdigit() else None

@@ -41,6 +41,7 @@ from soda.events import Events
 from soda.forge import connect_tracker
 from soda.forge.done import settle_done
 from soda.forge.pulls import Settled
+from soda.forge.thread import issue_of
 from soda.forge.tracker import Reader, Synced, next_item, read_thread, sync, write_back
 from soda.human import commands
 from soda.human.checks import DatabaseRecord
@@ -56,8 +57,6 @@ ENDS = {Ending.DONE: "done", Ending.STUCK: "stuck", Ending.HALT: "halted"}
 """How a run's ending leaves its issue."""
 DECIDED = {"DONE": Ending.DONE, "STUCK": Ending.STUCK, "HALT": Ending.HALT}
 """An iteration's recorded decision that ended its run."""
-SOURCE = "tracker:issue-"
-"""How an input read from an issue's thread names its source."""
 
 
 def reader(db: Database, config: Config) -> Reader:
@@ -212,7 +211,7 @@ class IssueQueue:
         """A `/soda stop` read from the thread of the issue in progress: it is
         cancelled, and its run ends at once (this is a safe point); True when so."""
         item = self.item
-        if item is None or not (source or "").startswith(f"{SOURCE}{item.number}:"):
+        if item is None or issue_of(source) != item.number:
             return False
         rows.set_state(self.db, item.number, "cancelled", f"stopped: {why}")
         self._cancelled(f"stopped: {why}")
@@ -239,9 +238,7 @@ class IssueQueue:
         assert self.item is not None and self.item.branch is not None
         for it in rows.branch_iterations(self.db, self.item.branch):
             if it.merged_commit:
-                text = (
-                    f"Iteration {it.number} merged {it.merged_commit[:12]} on `{self.item.branch}`."
-                )
+                text = told.merged(it.number, it.merged_commit, self.item.branch)
                 write_back(self.tracker, self.db, self.item.number, f"merged-{it.number}", text)
 
     def _end(self, ending: Ending, reason: str, number: int) -> None:

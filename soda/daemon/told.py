@@ -16,6 +16,11 @@ def start(branch: str | None, spec: str | None = None, run: str | None = None) -
     )
 
 
+def merged(number: int, commit: str, branch: str | None) -> str:
+    """The short line for an iteration that merged on the issue's branch."""
+    return f"Iteration {number} merged {commit[:12]} on `{branch}`."
+
+
 def done(pr: int | None, branch: str | None, then: str = "") -> str:
     """DONE: where the work is (`then`: what follows, e.g. waiting for checks)."""
     where = f"pull request #{pr}" if pr else f"the branch `{branch}`"

@@ -23,6 +23,23 @@ correction, an answer to the issue's open question, a control: soda.human.comman
 builds it, this room may not), or InputError saying why it is none."""
 
 
+SOURCE = "tracker:issue-"
+"""How an input read from (or sent for) an issue names its source:
+`tracker:issue-N:WHAT` (WHAT: `comment-ID`, or `cancel`)."""
+
+
+def source_of(number: int, what: str) -> str:
+    return f"{SOURCE}{number}:{what}"
+
+
+def issue_of(source: str | None) -> int | None:
+    """The issue a source names, or None when it names none."""
+    if not source or not source.startswith(SOURCE):
+        return None
+    number = source.removeprefix(SOURCE).split(":", 1)[0]
+    return int(number) if number.isdigit() else None
+
+
 def is_writer(config: Config, login: str, forge_says: bool) -> bool:
     allowed = {name.lower() for name in (*config.tracker.writers, *config.forge.writers)}
     return forge_says or login.lower() in allowed
@@ -63,7 +80,7 @@ def _read(config: Config, db: Database, number: int, comment: Comment, reader: R
     except InputError as exc:
         rows.record_comment(db, seen("ignored", str(exc)))
         return 0
-    source = f"tracker:issue-{number}:comment-{comment.item_id}"
+    source = source_of(number, f"comment-{comment.item_id}")
     done = rows.record_comment(db, seen("input", None), _payload(said), said.kind, source)
     return 1 if done else 0
 

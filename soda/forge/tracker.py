@@ -22,7 +22,7 @@ from __future__ import annotations
 
 import hashlib
 import re
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
@@ -111,13 +111,12 @@ def sync(
     config: Config,
     db: Database,
     reader: Reader,
-    reader_for: Callable[[int], Reader] | None = None,
 ) -> Synced:
     """Read the labelled issues and the running one's thread; record what is new.
     Inputs go to this repository's one queue, so only the issue being worked on
-    speaks to the run; another issue's comments are read when it runs.
-    `reader_for(number)`, when given, reads issue `number`'s thread instead of
-    `reader` (each issue's run in the fleet checks an approval against its own)."""
+    speaks to the run; another issue's comments are read when it runs. The
+    reader is told each comment's issue (in the fleet, an approval is checked
+    against that issue's own run)."""
     done = Synced([], [], 0)
     labelled = tracker.labelled_issues(config.tracker.label)
     for issue in labelled:
@@ -146,15 +145,11 @@ def sync(
             rows.set_state(db, item.number, "queued", "a writer replied: queued again")
             done.requeued.append(item.number)
     inputs = sum(
-        read_thread(tracker, config, db, item.number, (reader_for or _same(reader))(item.number))
+        read_thread(tracker, config, db, item.number, reader)
         for item in rows.items(db)
         if item.state == "running"
     )
     return replace(done, inputs=inputs)
-
-
-def _same(reader: Reader) -> Callable[[int], Reader]:
-    return lambda number: reader
 
 
 def _labeller(tracker: Tracker, config: Config, issue: Issue) -> tuple[str, int | None]:
@@ -291,7 +286,7 @@ def waiting(db: Database, priority: Sequence[str] = ()) -> list[rows.TrackerItem
     order = [name.lower() for name in priority]
 
     def rank(item: rows.TrackerItem) -> tuple[bool, int, int]:
-        blocked = any(n in known and known[n].state != "done" for n in item.depends)
+        blocked = _blocked(item, known)
         labels = {name.lower() for name in item.labels}
         first = min((i for i, name in enumerate(order) if name in labels), default=len(order))
         return blocked, first, item.number
@@ -299,14 +294,21 @@ def waiting(db: Database, priority: Sequence[str] = ()) -> list[rows.TrackerItem
     return sorted((item for item in known.values() if item.state == "queued"), key=rank)
 
 
-def next_item(db: Database, priority: Sequence[str] = ()) -> rows.TrackerItem | None:
-    """The queued issue to run next (the first of `waiting` whose dependencies are
-    done), or None."""
+def ready(db: Database, priority: Sequence[str] = ()) -> list[rows.TrackerItem]:
+    """The queued issues whose dependencies are done, in the order they run."""
     known = {item.number: item for item in rows.items(db)}
-    for item in waiting(db, priority):
-        if not any(n in known and known[n].state != "done" for n in item.depends):
-            return item
-    return None
+    return [item for item in waiting(db, priority) if not _blocked(item, known)]
+
+
+def next_item(db: Database, priority: Sequence[str] = ()) -> rows.TrackerItem | None:
+    """The queued issue to run next (the first `ready` one), or None."""
+    found = ready(db, priority)
+    return found[0] if found else None
+
+
+def _blocked(item: rows.TrackerItem, known: dict[int, rows.TrackerItem]) -> bool:
+    """An issue it depends on is tracked here and not done."""
+    return any(n in known and known[n].state != "done" for n in item.depends)
 
 
 def closes(number: int) -> str:
